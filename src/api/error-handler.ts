@@ -1,0 +1,55 @@
+import type { FastifyError, FastifyInstance } from 'fastify';
+import { isSluiceError, type SluiceError } from '../errors/base.js';
+import { InternalError, InvalidRequest, NotFound, PayloadTooLarge } from '../errors/http-errors.js';
+import type { Logger } from '../observability/logger.js';
+
+/** Maps anything thrown while serving a request to a typed error with an OpenAI-shaped body. */
+export function toSluiceError(err: unknown, bodyLimit: number): SluiceError {
+  if (isSluiceError(err)) return err;
+  const fastifyError = err as Partial<FastifyError>;
+  switch (fastifyError.code) {
+    case 'FST_ERR_CTP_BODY_TOO_LARGE':
+      return new PayloadTooLarge(bodyLimit);
+    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
+      return new InvalidRequest(
+        'Unsupported Content-Type: send the body as application/json.',
+        null,
+        'unsupported_media_type',
+        415,
+      );
+    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
+      return new InvalidRequest(
+        'The request body is empty; a JSON object was expected.',
+        null,
+        'invalid_body',
+      );
+    case 'FST_ERR_CTP_INVALID_JSON_BODY':
+    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
+      return new InvalidRequest(
+        `The request body is not valid JSON: ${fastifyError.message}`,
+        null,
+        'invalid_json',
+      );
+  }
+  if (err instanceof SyntaxError || fastifyError.statusCode === 400) {
+    return new InvalidRequest(
+      `The request body is not valid JSON: ${(err as Error).message}`,
+      null,
+      'invalid_json',
+    );
+  }
+  return new InternalError();
+}
+
+export function installErrorHandlers(app: FastifyInstance, log: Logger, bodyLimit: number): void {
+  app.setErrorHandler((err, request, reply) => {
+    const error = toSluiceError(err, bodyLimit);
+    if (error instanceof InternalError) log.error({ err, requestId: request.id }, 'unexpected error');
+    if (reply.sent || reply.raw.headersSent) return;
+    reply.code(error.status).headers(error.headers()).send(error.toBody());
+  });
+  app.setNotFoundHandler((request, reply) => {
+    const error = new NotFound(`Unknown request URL: ${request.method} ${request.url}`, 'unknown_url');
+    reply.code(404).send(error.toBody());
+  });
+}

@@ -1,0 +1,87 @@
+import type { ServerResponse } from 'node:http';
+import { outcomeOf } from '../dispatch/classify-upstream-error.js';
+import type { OpenedStream } from '../dispatch/dispatcher.js';
+import { ClientDisconnected } from '../errors/http-errors.js';
+import type { StreamError } from '../errors/stream-errors.js';
+import type { ParsedChunk, Usage } from '../streams/chat-stream-tracker.js';
+import { DONE_FRAME, errorFrame } from './sse-frames.js';
+
+export type StreamOutcome =
+  | { kind: 'completed'; usage: Usage | undefined; finishReason: string | undefined }
+  | { kind: 'failed'; error: StreamError; usage: Usage | undefined }
+  | { kind: 'client_gone'; usage: Usage | undefined };
+
+export interface RelayOptions {
+  requestId: string;
+  /** Called once, when the first bytes are written to the client. */
+  onFirstWrite?: () => void;
+  /** Sees every parsed chunk relayed (usage accounting, logs). */
+  onChunk?: (chunk: ParsedChunk) => void;
+}
+
+export const SSE_HEADERS = {
+  'content-type': 'text/event-stream; charset=utf-8',
+  'cache-control': 'no-cache',
+  'x-accel-buffering': 'no',
+} as const;
+
+/**
+ * Relays an opened chat/completions stream to the client as it arrives, byte for byte. A slow
+ * client pauses the engine stream (no unbounded buffering); a client that goes away aborts the
+ * upstream request at once; a failure after the first byte ends the stream with one error frame.
+ */
+export function relayStream(
+  res: ServerResponse,
+  opened: OpenedStream,
+  options: RelayOptions,
+): Promise<StreamOutcome> {
+  const { attempt, stream } = opened;
+  return new Promise<StreamOutcome>((resolve) => {
+    let settled = false;
+    const settle = (outcome: StreamOutcome) => {
+      if (settled) return;
+      settled = true;
+      res.off('close', onClose);
+      attempt.release(
+        outcome.kind === 'completed'
+          ? 'success'
+          : outcome.kind === 'failed'
+            ? outcomeOf(outcome.error)
+            : 'neutral',
+      );
+      resolve(outcome);
+    };
+    const onDrain = () => stream.resume();
+    const onClose = () => {
+      if (settled || res.writableFinished) return;
+      stream.abort(new ClientDisconnected(), false);
+      settle({ kind: 'client_gone', usage: stream.tracker.usage });
+    };
+    res.on('close', onClose);
+    res.writeHead(200, {
+      ...SSE_HEADERS,
+      'x-request-id': options.requestId,
+      'x-sluice-worker': attempt.worker.id,
+    });
+    options.onFirstWrite?.();
+    const onChunk = options.onChunk;
+    opened.sink.attach({
+      onEvents(raw, chunks) {
+        if (onChunk) for (const chunk of chunks) onChunk(chunk);
+        if (!res.write(raw)) {
+          stream.pause();
+          res.once('drain', onDrain);
+        }
+      },
+      onComplete(sawDone) {
+        if (sawDone) res.end();
+        else res.end(DONE_FRAME);
+        settle({ kind: 'completed', usage: stream.tracker.usage, finishReason: stream.tracker.finishReason });
+      },
+      onFail(error) {
+        res.end(errorFrame(error));
+        settle({ kind: 'failed', error, usage: stream.tracker.usage });
+      },
+    });
+  });
+}

@@ -1,0 +1,61 @@
+import type { Logger } from '../observability/logger.js';
+import type { ApiName, GatewayMetrics } from '../observability/metrics.js';
+
+/**
+ * Records one client request: the in-flight gauge while it runs, then one log line and the
+ * request counter and latency histograms when it ends. Labels stay bounded: a model nobody
+ * serves is counted as `unknown`, never under the client's string.
+ */
+export class RequestObserver {
+  private readonly startedAt = performance.now();
+  private done = false;
+  model = 'unknown';
+  worker: string | undefined;
+  upstreamRequestId: string | undefined;
+  attempts = 0;
+  firstByteAt: number | undefined;
+
+  constructor(
+    private readonly metrics: GatewayMetrics,
+    private readonly log: Logger,
+    readonly route: ApiName | string,
+    readonly requestId: string,
+  ) {
+    metrics.inflight.inc({ route });
+  }
+
+  firstByte(): void {
+    if (this.firstByteAt !== undefined) return;
+    this.firstByteAt = performance.now();
+    this.metrics.timeToFirstToken.observe(
+      { route: this.route, model: this.model },
+      (this.firstByteAt - this.startedAt) / 1000,
+    );
+  }
+
+  finish(status: number, outcome: string, fields: Record<string, unknown> = {}): void {
+    if (this.done) return;
+    this.done = true;
+    const seconds = (performance.now() - this.startedAt) / 1000;
+    this.metrics.inflight.dec({ route: this.route });
+    this.metrics.requests.inc({ route: this.route, model: this.model, status: String(status) });
+    this.metrics.requestDuration.observe({ route: this.route, model: this.model }, seconds);
+    const line = {
+      requestId: this.requestId,
+      route: this.route,
+      model: this.model,
+      status,
+      outcome,
+      worker: this.worker,
+      upstreamRequestId: this.upstreamRequestId,
+      durationMs: Math.round(seconds * 1e4) / 10,
+      ttftMs:
+        this.firstByteAt === undefined
+          ? undefined
+          : Math.round((this.firstByteAt - this.startedAt) * 10) / 10,
+      ...fields,
+    };
+    if (status >= 500 || outcome === 'failed') this.log.warn(line, 'request ended');
+    else this.log.info(line, 'request ended');
+  }
+}

@@ -1,0 +1,150 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { z } from 'zod';
+import { ClientDisconnected, GatewayShuttingDown, InvalidRequest } from '../../errors/http-errors.js';
+import type { ApiName } from '../../observability/metrics.js';
+import type { RouteContext } from '../../routing/types.js';
+import type { GatewayContext } from '../context.js';
+import { toSluiceError } from '../error-handler.js';
+import { headerForwarder } from '../forwarded-headers.js';
+import { relayStream } from '../relay-stream.js';
+import { RequestObserver } from '../request-observer.js';
+import {
+  chatCompletionSchema,
+  chatPromptText,
+  completionPromptText,
+  completionSchema,
+} from '../schemas/generation.js';
+import { validateBody } from '../schemas/validate.js';
+
+interface GenerationKind<S extends z.ZodType> {
+  api: ApiName;
+  path: string;
+  schema: S;
+  promptText: (body: z.output<S>) => string;
+}
+
+const CHAT: GenerationKind<typeof chatCompletionSchema> = {
+  api: 'chat_completions',
+  path: '/v1/chat/completions',
+  schema: chatCompletionSchema,
+  promptText: chatPromptText,
+};
+
+const COMPLETIONS: GenerationKind<typeof completionSchema> = {
+  api: 'completions',
+  path: '/v1/completions',
+  schema: completionSchema,
+  promptText: completionPromptText,
+};
+
+function parseRank(header: string | string[] | undefined): number | undefined {
+  if (header === undefined) return undefined;
+  const raw = Array.isArray(header) ? header[0] : header;
+  const rank = Number(raw);
+  if (raw === undefined || raw.trim() === '' || !Number.isInteger(rank) || rank < 0) {
+    throw new InvalidRequest(
+      `X-Data-Parallel-Rank must be a non-negative integer, got '${raw}'.`,
+      'x-data-parallel-rank',
+      'invalid_data_parallel_rank',
+    );
+  }
+  return rank;
+}
+
+function headerValue(request: FastifyRequest, name: string): string | undefined {
+  const value = request.headers[name];
+  return Array.isArray(value) ? value[0] : value;
+}
+
+/** Watches the client connection: aborted when it closes before the response has ended. */
+function clientSignal(reply: FastifyReply): AbortSignal {
+  const controller = new AbortController();
+  reply.raw.once('close', () => {
+    if (!reply.raw.writableFinished) controller.abort(new ClientDisconnected());
+  });
+  return controller.signal;
+}
+
+async function serve<S extends z.ZodType<{ model: string; stream?: boolean | null | undefined }>>(
+  ctx: GatewayContext,
+  forward: ReturnType<typeof headerForwarder>,
+  kind: GenerationKind<S>,
+  request: FastifyRequest,
+  reply: FastifyReply,
+): Promise<void> {
+  const { dispatcher, metrics, log, router } = ctx;
+  const observer = new RequestObserver(metrics, log, kind.api, request.id);
+  try {
+    if (ctx.lifecycle.draining) throw new GatewayShuttingDown();
+    const body = validateBody(kind.schema, request.body);
+    dispatcher.assertModel(body.model);
+    observer.model = body.model;
+    const route: RouteContext = {
+      text: router.wantsText(body.model) ? kind.promptText(body) : undefined,
+      hashKey: headerValue(request, ctx.config.routing.hashHeader),
+    };
+    const dispatchRequest = {
+      api: kind.api,
+      path: kind.path,
+      model: body.model,
+      // The client's own JSON goes upstream: every engine-specific parameter passes through.
+      payload: JSON.stringify(request.body),
+      stream: body.stream === true,
+      requestId: request.id,
+      route,
+      rank: parseRank(request.headers['x-data-parallel-rank']),
+      headers: forward(request.headers),
+      signal: clientSignal(reply),
+      receivedAt: performance.now(),
+    };
+    if (dispatchRequest.stream) {
+      const opened = await dispatcher.openStream(dispatchRequest);
+      observer.worker = opened.attempt.worker.id;
+      observer.upstreamRequestId = opened.attempt.requestId;
+      reply.hijack();
+      const outcome = await relayStream(reply.raw, opened, {
+        requestId: request.id,
+        onFirstWrite: () => observer.firstByte(),
+      });
+      if (outcome.kind === 'failed') {
+        metrics.streamFailed(kind.api, body.model, outcome.error.reason);
+        observer.finish(200, 'failed', { code: outcome.error.code, reason: outcome.error.reason });
+      } else if (outcome.kind === 'client_gone') {
+        metrics.clientDisconnects.inc({ api: kind.api, model: body.model });
+        observer.finish(499, 'client_gone');
+      } else {
+        observer.finish(200, 'completed', { finishReason: outcome.finishReason, usage: outcome.usage });
+      }
+      return;
+    }
+    const done = await dispatcher.complete(dispatchRequest);
+    observer.worker = done.attempt.worker.id;
+    observer.upstreamRequestId = done.attempt.requestId;
+    reply
+      .code(200)
+      .header('content-type', done.contentType)
+      .header('x-request-id', request.id)
+      .header('x-sluice-worker', done.attempt.worker.id)
+      .send(done.body);
+    observer.finish(200, 'completed', { usage: done.json.usage });
+  } catch (err) {
+    const error = toSluiceError(err, ctx.config.server.bodyLimitBytes);
+    if (error instanceof ClientDisconnected) {
+      metrics.clientDisconnects.inc({ api: kind.api, model: observer.model });
+      observer.finish(499, 'client_gone');
+      if (!reply.sent) reply.hijack();
+      reply.raw.destroy();
+      return;
+    }
+    observer.finish(error.status, 'error', { code: error.code });
+    throw error;
+  }
+}
+
+export function generationRoutes(ctx: GatewayContext) {
+  const forward = headerForwarder(ctx.config.server.forwardHeaders);
+  return async (app: FastifyInstance): Promise<void> => {
+    app.post(CHAT.path, (request, reply) => serve(ctx, forward, CHAT, request, reply));
+    app.post(COMPLETIONS.path, (request, reply) => serve(ctx, forward, COMPLETIONS, request, reply));
+  };
+}

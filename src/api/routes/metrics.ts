@@ -1,0 +1,11 @@
+import type { FastifyInstance } from 'fastify';
+import type { GatewayContext } from '../context.js';
+
+export function metricsRoutes(ctx: GatewayContext) {
+  return async (app: FastifyInstance): Promise<void> => {
+    app.get('/metrics', async (_request, reply) => {
+      reply.header('content-type', ctx.metrics.registry.contentType);
+      return ctx.metrics.registry.metrics();
+    });
+  };
+}

@@ -1,0 +1,17 @@
+#!/usr/bin/env node
+import { Command } from 'commander';
+import { registerDemo } from './demo.js';
+import { registerMockWorker } from './mock-worker.js';
+import { registerServe } from './serve.js';
+
+const program = new Command()
+  .name('sluice')
+  .description('An LLM model gateway: one OpenAI-compatible front door for a fleet of inference engines.')
+  .version('0.1.0')
+  .showHelpAfterError();
+
+registerServe(program);
+registerMockWorker(program);
+registerDemo(program);
+
+await program.parseAsync(process.argv);

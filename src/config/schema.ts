@@ -1,0 +1,134 @@
+import { z } from 'zod';
+import { POLICY_NAMES } from '../routing/types.js';
+
+/**
+ * The whole configuration of a gateway, validated at start. Every field has a default so that
+ * `sluice serve --worker URL` is a complete configuration.
+ */
+const positiveInt = z.number().int().positive();
+const nonNegativeInt = z.number().int().nonnegative();
+
+export const policyNameSchema = z.enum(POLICY_NAMES);
+
+const timeoutsShape = {
+  /** Time to the upstream response headers (the engine accepted the request). */
+  headersMs: positiveInt,
+  /** Longest silence between two output events of a stream. */
+  idleMs: positiveInt,
+  /** Longest a whole request may take, first byte to terminal event. */
+  deadlineMs: positiveInt,
+};
+
+export const timeoutsSchema = z.strictObject(timeoutsShape);
+const modelTimeoutsSchema = z.strictObject(timeoutsShape).partial();
+
+export const workerLimitsSchema = z.strictObject({
+  /** Requests sent to the worker at once; more wait in its queue. */
+  maxConcurrent: positiveInt,
+  /** Requests that may wait for a slot; beyond that the gateway answers 503. */
+  queueSize: nonNegativeInt,
+  /** Longest a request waits in the queue before a 503. */
+  queueTimeoutMs: positiveInt,
+});
+
+export const workerSchema = z.strictObject({
+  url: z.url({ protocol: /^https?$/ }),
+  id: z.string().min(1).optional(),
+  /** Models served; discovered from the worker's /v1/models when absent. */
+  models: z.array(z.string().min(1)).min(1).optional(),
+  maxConcurrent: positiveInt.optional(),
+  queueSize: nonNegativeInt.optional(),
+  queueTimeoutMs: positiveInt.optional(),
+  /** Data-parallel ranks behind this URL (vLLM --data-parallel-size). */
+  dpSize: positiveInt.optional(),
+  /** Bearer key the gateway sends to this worker. */
+  apiKey: z.string().min(1).optional(),
+  healthPath: z.string().startsWith('/').optional(),
+});
+
+export const modelSchema = z.strictObject({
+  policy: policyNameSchema.optional(),
+  timeouts: modelTimeoutsSchema.optional(),
+});
+
+export const configSchema = z.strictObject({
+  server: z
+    .strictObject({
+      host: z.string().min(1).default('127.0.0.1'),
+      port: z.number().int().min(0).max(65535).default(8080),
+      bodyLimitBytes: positiveInt.default(8 * 1024 * 1024),
+      /** On SIGTERM, how long in-flight streams may go on before they are ended. */
+      shutdownGraceMs: nonNegativeInt.default(10_000),
+      /**
+       * Client headers passed on to workers (lower case; a trailing `*` matches a prefix). Nothing
+       * else is forwarded: never the client's Authorization, cookies or hop-by-hop headers.
+       */
+      forwardHeaders: z
+        .array(z.string().regex(/^[a-z0-9-]+\*?$/, 'a lower-case header name, optionally ending in *'))
+        .default(['traceparent', 'tracestate', 'baggage']),
+    })
+    .prefault({}),
+  log: z
+    .strictObject({
+      level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+    })
+    .prefault({}),
+  routing: z
+    .strictObject({
+      policy: policyNameSchema.default('least_outstanding'),
+      /** Header whose value keys consistent_hash routing. */
+      hashHeader: z.string().min(1).default('x-session-id'),
+      cacheAware: z
+        .strictObject({
+          matchThreshold: z.number().min(0).max(1).default(0.5),
+          balanceAbsThreshold: nonNegativeInt.default(32),
+          balanceRelThreshold: z.number().min(1).default(1.5),
+          maxTreeChars: positiveInt.default(16_000_000),
+        })
+        .prefault({}),
+      consistentHash: z.strictObject({ virtualNodes: positiveInt.default(160) }).prefault({}),
+    })
+    .prefault({}),
+  health: z
+    .strictObject({
+      intervalMs: positiveInt.default(5_000),
+      timeoutMs: positiveInt.default(2_000),
+      /** Consecutive failed checks that mark a worker unhealthy. */
+      failureThreshold: positiveInt.default(2),
+      /** Consecutive good checks that mark it healthy again. */
+      successThreshold: positiveInt.default(1),
+    })
+    .prefault({}),
+  breaker: z
+    .strictObject({
+      /** Consecutive request failures that open a worker's circuit. */
+      failureThreshold: positiveInt.default(5),
+      /** How long an open circuit rejects before one half-open probe is let through. */
+      cooldownMs: positiveInt.default(10_000),
+    })
+    .prefault({}),
+  retry: z
+    .strictObject({
+      /** Attempts in all (1 = no retry), each on another worker when one is left. */
+      maxAttempts: positiveInt.default(3),
+      backoffMs: nonNegativeInt.default(25),
+      maxBackoffMs: nonNegativeInt.default(1_000),
+    })
+    .prefault({}),
+  timeouts: timeoutsSchema
+    .partial()
+    .transform((t) => ({ headersMs: 60_000, idleMs: 60_000, deadlineMs: 30 * 60_000, ...t }))
+    .prefault({}),
+  workerDefaults: workerLimitsSchema
+    .partial()
+    .transform((l) => ({ maxConcurrent: 256, queueSize: 1024, queueTimeoutMs: 30_000, ...l }))
+    .prefault({}),
+  workers: z.array(workerSchema).default([]),
+  models: z.record(z.string().min(1), modelSchema).default({}),
+});
+
+export type SluiceConfigInput = z.input<typeof configSchema>;
+export type SluiceConfig = z.output<typeof configSchema>;
+export type WorkerConfig = z.output<typeof workerSchema>;
+export type Timeouts = z.output<typeof timeoutsSchema>;
+export type WorkerLimits = z.output<typeof workerLimitsSchema>;

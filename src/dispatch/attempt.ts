@@ -1,0 +1,61 @@
+import type { StreamError } from '../errors/stream-errors.js';
+import type { ApiName } from '../observability/metrics.js';
+import type { EngineStream } from '../streams/engine-stream.js';
+import type { RequestRegistry } from '../streams/request-registry.js';
+import type { Worker } from '../workers/worker.js';
+
+/** How an attempt ended, as far as the worker's circuit breaker is concerned. */
+export type AttemptOutcome = 'success' | 'worker_failure' | 'neutral';
+
+/**
+ * One upstream request to one worker, with its own fresh request id. Holds the worker's
+ * concurrency slot and data-parallel rank until `release`, which is idempotent.
+ */
+export class Attempt {
+  readonly controller = new AbortController();
+  readonly startedAt = performance.now();
+  stream: EngineStream | undefined;
+  private released = false;
+
+  constructor(
+    readonly api: ApiName,
+    readonly worker: Worker,
+    readonly requestId: string,
+    readonly rank: number,
+    readonly number: number,
+    private readonly registry: RequestRegistry,
+  ) {
+    worker.rankStarted(rank);
+  }
+
+  get signal(): AbortSignal {
+    return this.controller.signal;
+  }
+
+  get isReleased(): boolean {
+    return this.released;
+  }
+
+  /** Ends the attempt from outside: its consumer gets `error` as the stream's terminal failure. */
+  close(error: StreamError): void {
+    if (this.stream && !this.stream.isEnded) this.stream.abort(error, true);
+    else if (!this.controller.signal.aborted) this.controller.abort(error);
+  }
+
+  /** Abandons the attempt silently (nobody is left to tell): aborts upstream at once. */
+  cancel(reason: Error): void {
+    if (this.stream && !this.stream.isEnded) this.stream.abort(reason, false);
+    else if (!this.controller.signal.aborted) this.controller.abort(reason);
+  }
+
+  release(outcome: AttemptOutcome): void {
+    if (this.released) return;
+    this.released = true;
+    this.registry.unregister(this.requestId);
+    this.worker.rankEnded(this.rank);
+    this.worker.limiter.release();
+    if (outcome === 'success') this.worker.breaker.recordSuccess();
+    else if (outcome === 'worker_failure') this.worker.breaker.recordFailure();
+    else this.worker.breaker.release();
+  }
+}

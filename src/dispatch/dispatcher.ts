@@ -1,0 +1,337 @@
+import type { Dispatcher as UndiciDispatcher } from 'undici';
+import type { ModelSettings } from '../config/model-settings.js';
+import type { SluiceConfig, Timeouts } from '../config/schema.js';
+import { isSluiceError, type SluiceError } from '../errors/base.js';
+import { ClientDisconnected, ModelNotFound, NoWorkerAvailable, QueueFull } from '../errors/http-errors.js';
+import { InvalidDataParallelRank, StreamDeadlineExceeded } from '../errors/stream-errors.js';
+import { UpstreamBadResponse, UpstreamHttpError } from '../errors/upstream-errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { ApiName, GatewayMetrics } from '../observability/metrics.js';
+import type { RouteContext } from '../routing/types.js';
+import { BufferingSink } from '../streams/buffering-sink.js';
+import { EngineStream } from '../streams/engine-stream.js';
+import { errorFrameFrom } from '../streams/error-frame.js';
+import type { RequestRegistry } from '../streams/request-registry.js';
+import type { HealthChecker } from '../workers/health-checker.js';
+import type { WorkerRegistry } from '../workers/registry.js';
+import type { Worker } from '../workers/worker.js';
+import { Attempt } from './attempt.js';
+import { classifyRequestError, isUnreachable, outcomeOf } from './classify-upstream-error.js';
+import type { Router } from './router.js';
+
+export interface DispatchRequest {
+  api: ApiName;
+  /** Upstream path, e.g. `/v1/chat/completions`. */
+  path: string;
+  model: string;
+  /** The JSON body sent to the engine (serialised once, the same for every attempt). */
+  payload: string;
+  stream: boolean;
+  /** The gateway's id of the client request; the first attempt's upstream id. */
+  requestId: string;
+  route: RouteContext;
+  /** Data-parallel rank asked for by the client. */
+  rank: number | undefined;
+  /** Client headers to forward (already filtered by the API layer). */
+  headers: Record<string, string>;
+  /** Aborted when the client goes away. */
+  signal: AbortSignal;
+  /** `performance.now()` when the request arrived (the overall deadline counts from here). */
+  receivedAt: number;
+}
+
+export interface OpenedStream {
+  attempt: Attempt;
+  stream: EngineStream;
+  /** Holds the events read before the stream was handed over; `attach` a sink to it. */
+  sink: BufferingSink;
+  timeouts: Timeouts;
+}
+
+export interface CompletedResponse {
+  attempt: Attempt;
+  status: number;
+  contentType: string;
+  body: Buffer;
+  json: Record<string, unknown>;
+}
+
+const ERROR_BODY_LIMIT = 64 * 1024;
+
+/**
+ * Sends a request to a worker of its model and retries, with backoff and on another worker when
+ * one is left, on retryable failures that happen before anything reached the client: connect
+ * errors, 429/5xx, a stream that fails before its first output chunk. Every attempt has a fresh
+ * upstream request id.
+ */
+export class Dispatcher {
+  constructor(
+    private readonly config: SluiceConfig,
+    private readonly settings: ModelSettings,
+    private readonly registry: WorkerRegistry,
+    private readonly router: Router,
+    private readonly requests: RequestRegistry,
+    private readonly health: HealthChecker,
+    private readonly metrics: GatewayMetrics,
+    private readonly log: Logger,
+  ) {}
+
+  /** Throws ModelNotFound when no worker serves `model`. */
+  assertModel(model: string): void {
+    if (!this.registry.knowsModel(model)) throw new ModelNotFound(model);
+  }
+
+  /** Opens a stream that has produced its first output chunk. */
+  openStream(req: DispatchRequest): Promise<OpenedStream> {
+    const timeouts = this.settings.timeouts(req.model);
+    return this.withRetries(req, async (attempt) => {
+      const response = await this.send(req, attempt, timeouts.headersMs);
+      const stream = new EngineStream(response.body, {
+        requestId: attempt.requestId,
+        idleMs: timeouts.idleMs,
+        deadlineMs: timeouts.deadlineMs - (performance.now() - req.receivedAt),
+        totalDeadlineMs: timeouts.deadlineMs,
+        abortUpstream: (reason) => attempt.controller.abort(reason),
+      });
+      attempt.stream = stream;
+      const sink = new BufferingSink();
+      stream.start(sink);
+      await sink.ready;
+      const early = sink.earlyFailure;
+      if (early) throw early;
+      return { attempt, stream, sink, timeouts };
+    });
+  }
+
+  /** Sends a non-streaming request and reads its whole JSON answer. */
+  complete(req: DispatchRequest): Promise<CompletedResponse> {
+    const timeouts = this.settings.timeouts(req.model);
+    return this.withRetries(req, async (attempt) => {
+      // A non-streaming engine answers its headers only when generation is done: the deadline bounds it.
+      const remaining = Math.max(1, timeouts.deadlineMs - (performance.now() - req.receivedAt));
+      const deadline = setTimeout(
+        () => attempt.controller.abort(new StreamDeadlineExceeded(attempt.requestId, timeouts.deadlineMs)),
+        remaining,
+      );
+      try {
+        const response = await this.send(req, attempt, remaining);
+        let body: Buffer;
+        try {
+          body = Buffer.from(await response.body.arrayBuffer());
+        } catch (err) {
+          throw classifyRequestError(err, attempt.signal, attempt.worker.id, remaining);
+        }
+        let json: unknown;
+        try {
+          json = JSON.parse(body.toString('utf8'));
+        } catch {
+          throw new UpstreamBadResponse(attempt.worker.id, 'the body is not JSON');
+        }
+        if (typeof json !== 'object' || json === null || Array.isArray(json)) {
+          throw new UpstreamBadResponse(attempt.worker.id, 'the body is not a JSON object');
+        }
+        const frame = errorFrameFrom(json);
+        if (frame) throw frame;
+        const contentType = String(response.headers['content-type'] ?? 'application/json');
+        attempt.release('success');
+        return {
+          attempt,
+          status: response.statusCode,
+          contentType,
+          body,
+          json: json as Record<string, unknown>,
+        };
+      } finally {
+        clearTimeout(deadline);
+      }
+    });
+  }
+
+  private async withRetries<T extends { attempt: Attempt }>(
+    req: DispatchRequest,
+    run: (attempt: Attempt) => Promise<T>,
+  ): Promise<T> {
+    this.assertModel(req.model);
+    const { maxAttempts, backoffMs, maxBackoffMs } = this.config.retry;
+    const deadlineAt = req.receivedAt + this.settings.timeouts(req.model).deadlineMs;
+    const tried = new Set<string>();
+    let lastError: SluiceError | undefined;
+    for (let n = 0; n < maxAttempts; n++) {
+      if (n > 0) {
+        const delay = Math.min(maxBackoffMs, backoffMs * 2 ** (n - 1)) * (0.5 + Math.random() / 2);
+        if (performance.now() + delay >= deadlineAt) break;
+        await sleep(delay, req.signal);
+      }
+      if (req.signal.aborted) throw new ClientDisconnected();
+      let attempt: Attempt;
+      try {
+        attempt = await this.acquire(req, tried, n);
+      } catch (err) {
+        // After a failed attempt, "no other worker" is less telling than what went wrong.
+        if (lastError && err instanceof NoWorkerAvailable) throw lastError;
+        throw err;
+      }
+      tried.add(attempt.worker.id);
+      const onClientGone = () => attempt.cancel(new ClientDisconnected());
+      req.signal.addEventListener('abort', onClientGone, { once: true });
+      try {
+        const result = await run(attempt);
+        this.metrics.upstreamAttempts.inc({ worker: attempt.worker.id, outcome: 'ok' });
+        return result;
+      } catch (raw) {
+        const err = isSluiceError(raw)
+          ? raw
+          : classifyRequestError(raw, attempt.signal, attempt.worker.id, 0);
+        attempt.cancel(err);
+        attempt.release(outcomeOf(err));
+        this.metrics.upstreamAttempts.inc({ worker: attempt.worker.id, outcome: err.code });
+        if (isUnreachable(err)) this.health.reportUnreachable(attempt.worker, err.message);
+        if (!err.retryable || req.signal.aborted) throw err;
+        lastError = err;
+        if (n + 1 < maxAttempts) {
+          this.metrics.retries.inc({ model: req.model, code: err.code });
+          this.log.warn(
+            {
+              requestId: req.requestId,
+              upstreamRequestId: attempt.requestId,
+              worker: attempt.worker.id,
+              code: err.code,
+            },
+            'upstream attempt failed before the first byte; retrying',
+          );
+        }
+      } finally {
+        req.signal.removeEventListener('abort', onClientGone);
+      }
+    }
+    throw lastError ?? new NoWorkerAvailable(req.model);
+  }
+
+  /** Picks a worker, waits for a slot on it, and registers a new attempt with a fresh request id. */
+  private async acquire(req: DispatchRequest, tried: ReadonlySet<string>, n: number): Promise<Attempt> {
+    const all = this.withRank(this.registry.forModel(req.model), req.rank);
+    const admitting = all.filter((w) => w.healthy && w.breaker.canAdmit());
+    if (admitting.length === 0) {
+      const reason = all.some((w) => w.healthy) ? 'every circuit is open' : 'no healthy worker';
+      this.metrics.admissionRejections.inc({ model: req.model, code: 'no_worker_available' });
+      throw new NoWorkerAvailable(req.model, 1, reason);
+    }
+    const withRoom = admitting.filter((w) => w.limiter.canQueue);
+    if (withRoom.length === 0) {
+      const full = new QueueFull(
+        admitting[0]!.id,
+        Math.max(1, Math.ceil(admitting[0]!.limiter.queueTimeoutMs / 1000)),
+      );
+      this.metrics.admissionRejections.inc({ model: req.model, code: full.code });
+      throw full;
+    }
+    const untried = withRoom.filter((w) => !tried.has(w.id));
+    const candidates = untried.length > 0 ? untried : withRoom;
+    const free = candidates.filter((w) => w.limiter.hasFreeSlot);
+    const worker: Worker = this.router.pick(req.model, free.length > 0 ? free : candidates, req.route);
+    const rank = worker.chooseRank(req.rank);
+    try {
+      await worker.limiter.acquire(req.signal);
+    } catch (err) {
+      if (req.signal.aborted) throw new ClientDisconnected();
+      if (isSluiceError(err)) this.metrics.admissionRejections.inc({ model: req.model, code: err.code });
+      throw err;
+    }
+    if (!worker.breaker.tryAdmit()) {
+      worker.limiter.release();
+      throw new NoWorkerAvailable(req.model, 1, 'circuit open');
+    }
+    const requestId = n === 0 ? req.requestId : `${req.requestId}-retry${n}`;
+    const attempt = new Attempt(req.api, worker, requestId, rank, n, this.requests);
+    try {
+      this.requests.register({ requestId, workerId: worker.id, close: (error) => attempt.close(error) });
+    } catch (err) {
+      attempt.release('neutral');
+      throw err;
+    }
+    return attempt;
+  }
+
+  /** The workers that have the data-parallel rank a request asks for (all of them when it asks for none). */
+  private withRank(workers: readonly Worker[], rank: number | undefined): readonly Worker[] {
+    if (rank === undefined || workers.length === 0) return workers;
+    const able = workers.filter((w) => w.dpSize > rank);
+    if (able.length === 0) {
+      const widest = workers.reduce((a, b) => (b.dpSize > a.dpSize ? b : a), workers[0]!);
+      throw new InvalidDataParallelRank(rank, widest.connectedRanks());
+    }
+    return able;
+  }
+
+  private async send(
+    req: DispatchRequest,
+    attempt: Attempt,
+    headersTimeoutMs: number,
+  ): Promise<UndiciDispatcher.ResponseData> {
+    const { worker } = attempt;
+    const headers: Record<string, string> = {
+      ...req.headers,
+      'content-type': 'application/json',
+      accept: req.stream ? 'text/event-stream' : 'application/json',
+      'x-request-id': attempt.requestId,
+    };
+    if (worker.apiKey) headers.authorization = `Bearer ${worker.apiKey}`;
+    if (worker.dpSize > 1 || req.rank !== undefined) headers['x-data-parallel-rank'] = String(attempt.rank);
+    let response: UndiciDispatcher.ResponseData;
+    try {
+      response = await worker.pool.request({
+        method: 'POST',
+        path: worker.basePath + req.path,
+        headers,
+        body: req.payload,
+        signal: attempt.signal,
+        headersTimeout: headersTimeoutMs,
+        bodyTimeout: 0,
+      });
+    } catch (err) {
+      throw classifyRequestError(err, attempt.signal, worker.id, headersTimeoutMs);
+    }
+    if (response.statusCode !== 200) {
+      const body = await readLimited(response.body, ERROR_BODY_LIMIT);
+      const contentType = response.headers['content-type'];
+      throw new UpstreamHttpError(
+        worker.id,
+        response.statusCode,
+        body,
+        typeof contentType === 'string' ? contentType : undefined,
+      );
+    }
+    return response;
+  }
+}
+
+async function readLimited(body: UndiciDispatcher.ResponseData['body'], limit: number): Promise<Buffer> {
+  const parts: Buffer[] = [];
+  let size = 0;
+  try {
+    for await (const chunk of body) {
+      const buf = chunk as Buffer;
+      parts.push(buf);
+      size += buf.length;
+      if (size >= limit) {
+        body.destroy();
+        break;
+      }
+    }
+  } catch {
+    // the body broke off; what arrived is enough to report
+  }
+  return Buffer.concat(parts).subarray(0, limit);
+}
+
+function sleep(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', done);
+      resolve();
+    }
+    signal.addEventListener('abort', done, { once: true });
+  });
+}

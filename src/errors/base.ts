@@ -1,0 +1,55 @@
+/**
+ * The root of every error sluice raises on purpose. Each error carries a stable
+ * machine-readable `code` (never reworded once released), a `retryable` flag that the
+ * dispatcher uses to decide on failover, and the HTTP status and OpenAI error `type`
+ * it maps to when it can still be expressed as an HTTP response.
+ */
+export type OpenAIErrorType =
+  | 'invalid_request_error'
+  | 'authentication_error'
+  | 'permission_error'
+  | 'not_found_error'
+  | 'rate_limit_error'
+  | 'server_error'
+  | 'service_unavailable_error';
+
+export interface OpenAIErrorBody {
+  error: {
+    message: string;
+    type: OpenAIErrorType | string;
+    param: string | null;
+    code: string | null;
+    [extra: string]: unknown;
+  };
+}
+
+export abstract class SluiceError extends Error {
+  abstract readonly code: string;
+  abstract readonly retryable: boolean;
+  readonly status: number = 500;
+  readonly type: OpenAIErrorType = 'server_error';
+  readonly param: string | null = null;
+  /** Extra headers to send with an HTTP error response (Retry-After, ...). */
+  headers(): Record<string, string> {
+    return {};
+  }
+  /** Extra fields placed inside the `error` object of the wire body. */
+  details(): Record<string, unknown> {
+    return {};
+  }
+  toBody(): OpenAIErrorBody {
+    return {
+      error: {
+        message: this.message,
+        type: this.type,
+        param: this.param,
+        code: this.code,
+        ...this.details(),
+      },
+    };
+  }
+}
+
+export function isSluiceError(err: unknown): err is SluiceError {
+  return err instanceof SluiceError;
+}

@@ -1,0 +1,142 @@
+import { type OpenAIErrorType, SluiceError } from './base.js';
+
+/** Errors raised before anything is sent upstream: bad requests, routing, admission. */
+
+export class InvalidRequest extends SluiceError {
+  readonly code: string;
+  readonly retryable = false;
+  override readonly status: number;
+  override readonly type: OpenAIErrorType = 'invalid_request_error';
+  override readonly param: string | null;
+  constructor(message: string, param: string | null = null, code = 'invalid_request', status = 400) {
+    super(message);
+    this.code = code;
+    this.param = param;
+    this.status = status;
+  }
+}
+
+export class ModelNotFound extends SluiceError {
+  readonly code = 'model_not_found';
+  readonly retryable = false;
+  override readonly status = 404;
+  override readonly type = 'not_found_error' as const;
+  override readonly param = 'model';
+  constructor(readonly model: string) {
+    super(`The model '${model}' does not exist or is not served by any worker.`);
+  }
+}
+
+export class NotFound extends SluiceError {
+  readonly code: string;
+  readonly retryable = false;
+  override readonly status = 404;
+  override readonly type = 'not_found_error' as const;
+  constructor(message: string, code = 'not_found') {
+    super(message);
+    this.code = code;
+  }
+}
+
+export class PayloadTooLarge extends SluiceError {
+  readonly code = 'payload_too_large';
+  readonly retryable = false;
+  override readonly status = 413;
+  override readonly type = 'invalid_request_error' as const;
+  constructor(readonly limitBytes: number) {
+    super(`Request body is larger than the limit of ${limitBytes} bytes.`);
+  }
+}
+
+export class Conflict extends SluiceError {
+  readonly code: string;
+  readonly retryable = false;
+  override readonly status = 409;
+  override readonly type = 'invalid_request_error' as const;
+  constructor(message: string, code = 'conflict') {
+    super(message);
+    this.code = code;
+  }
+}
+
+/** No worker can take the request now: all unhealthy, circuits open, or queues full. */
+export class NoWorkerAvailable extends SluiceError {
+  readonly code = 'no_worker_available';
+  readonly retryable = true;
+  override readonly status = 503;
+  override readonly type = 'service_unavailable_error' as const;
+  constructor(
+    readonly model: string,
+    readonly retryAfterSeconds = 1,
+    reason = 'no healthy worker',
+  ) {
+    super(`No worker is available for model '${model}' (${reason}).`);
+  }
+  override headers(): Record<string, string> {
+    return { 'retry-after': String(this.retryAfterSeconds) };
+  }
+}
+
+export class QueueFull extends SluiceError {
+  readonly code = 'queue_full';
+  readonly retryable = true;
+  override readonly status = 503;
+  override readonly type = 'service_unavailable_error' as const;
+  constructor(
+    readonly workerId: string,
+    readonly retryAfterSeconds = 1,
+  ) {
+    super(`All workers for this model are at capacity and their queues are full.`);
+  }
+  override headers(): Record<string, string> {
+    return { 'retry-after': String(this.retryAfterSeconds) };
+  }
+}
+
+export class QueueTimeout extends SluiceError {
+  readonly code = 'queue_timeout';
+  readonly retryable = true;
+  override readonly status = 503;
+  override readonly type = 'service_unavailable_error' as const;
+  constructor(
+    readonly waitedMs: number,
+    readonly retryAfterSeconds = 1,
+  ) {
+    super(`The request waited ${waitedMs} ms for a free worker slot and timed out.`);
+  }
+  override headers(): Record<string, string> {
+    return { 'retry-after': String(this.retryAfterSeconds) };
+  }
+}
+
+export class GatewayShuttingDown extends SluiceError {
+  readonly code = 'gateway_shutting_down';
+  readonly retryable = true;
+  override readonly status = 503;
+  override readonly type = 'service_unavailable_error' as const;
+  constructor() {
+    super('The gateway is shutting down and accepts no new requests.');
+  }
+  override headers(): Record<string, string> {
+    return { 'retry-after': '1', connection: 'close' };
+  }
+}
+
+/** Anything we did not foresee. The message is generic on purpose; details go to the log. */
+export class InternalError extends SluiceError {
+  readonly code = 'internal_error';
+  readonly retryable = false;
+  constructor(message = 'The gateway hit an internal error.') {
+    super(message);
+  }
+}
+
+/** The client went away before the response ended. Never sent (nobody is listening); logged and counted. */
+export class ClientDisconnected extends SluiceError {
+  readonly code = 'client_disconnected';
+  readonly retryable = false;
+  override readonly status = 499;
+  constructor() {
+    super('The client closed the connection before the response ended.');
+  }
+}

@@ -1,0 +1,5 @@
+export * from './base.js';
+export * from './http-errors.js';
+export * from './stream-errors.js';
+export * from './upstream-errors.js';
+export * from './utility-errors.js';

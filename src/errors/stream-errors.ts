@@ -1,0 +1,195 @@
+import { type OpenAIErrorType, SluiceError } from './base.js';
+
+/**
+ * The error taxonomy of the engine client (shared/STREAMS.md section 1). Failures after the
+ * first byte are expressed inside the stream; each error names its metric `reason`, a value
+ * from the closed set below, never a raw upstream string.
+ */
+export const STREAM_FAILURE_REASONS = [
+  'upstream_error_frame',
+  'upstream_closed',
+  'idle_timeout',
+  'deadline',
+  'read_error',
+  'gateway_error',
+] as const;
+export type StreamFailureReason = (typeof STREAM_FAILURE_REASONS)[number];
+
+export abstract class StreamError extends SluiceError {
+  abstract readonly reason: StreamFailureReason;
+  override readonly status: number = 502;
+}
+
+/** The stream ended (socket closed, EOF, `[DONE]`) before a terminal output arrived. */
+export class RequestStreamClosed extends StreamError {
+  readonly code = 'request_stream_closed';
+  readonly retryable = true;
+  readonly reason = 'upstream_closed' as const;
+  constructor(
+    readonly requestId: string,
+    readonly how: 'eof' | 'done' | 'reset' = 'eof',
+  ) {
+    super(
+      how === 'done'
+        ? `The engine sent [DONE] for request ${requestId} before a finish_reason.`
+        : how === 'reset'
+          ? `The engine connection for request ${requestId} was reset before the response finished.`
+          : `The engine stream for request ${requestId} ended before a finish_reason.`,
+    );
+  }
+}
+
+export class StreamIdleTimeout extends StreamError {
+  readonly code = 'stream_idle_timeout';
+  readonly retryable = true;
+  readonly reason = 'idle_timeout' as const;
+  override readonly status = 504;
+  constructor(
+    readonly requestId: string,
+    readonly ms: number,
+  ) {
+    super(`The engine sent no output for request ${requestId} for ${ms} ms.`);
+  }
+}
+
+export class StreamDeadlineExceeded extends StreamError {
+  readonly code = 'stream_deadline_exceeded';
+  readonly retryable = false;
+  readonly reason = 'deadline' as const;
+  override readonly status = 504;
+  constructor(
+    readonly requestId: string,
+    readonly ms: number,
+  ) {
+    super(`Request ${requestId} did not finish within its deadline of ${ms} ms.`);
+  }
+}
+
+/** A chunk that is not the JSON the protocol promises. */
+export class MalformedChunk extends StreamError {
+  readonly code = 'malformed_chunk';
+  readonly retryable = true;
+  readonly reason = 'read_error' as const;
+  constructor(
+    readonly requestId: string,
+    detail: string,
+  ) {
+    super(`The engine sent a malformed chunk for request ${requestId}: ${detail}`);
+  }
+}
+
+/** Reading the upstream body failed for a reason other than a clean close or a reset. */
+export class UpstreamReadError extends StreamError {
+  readonly code = 'upstream_read_error';
+  readonly retryable = true;
+  readonly reason = 'read_error' as const;
+  constructor(
+    readonly requestId: string,
+    detail: string,
+  ) {
+    super(`Reading the engine response for request ${requestId} failed: ${detail}`);
+  }
+}
+
+const RETRYABLE_STRING_CODES = new Set([
+  'internal_error',
+  'internal_server_error',
+  'server_error',
+  'service_unavailable',
+  'overloaded',
+  'engine_dead',
+  'engine_error',
+  'timeout',
+  'rate_limit_exceeded',
+  'too_many_requests',
+]);
+
+/** Whether an engine's in-band error is worth retrying elsewhere: 429/5xx-like codes. */
+export function isRetryableFrameCode(code: string | number | null, type: string | null): boolean {
+  if (typeof code === 'number') return code === 429 || code >= 500;
+  if (typeof code === 'string') {
+    const asNumber = Number(code);
+    if (Number.isInteger(asNumber) && code.trim() !== '') return asNumber === 429 || asNumber >= 500;
+    if (RETRYABLE_STRING_CODES.has(code.toLowerCase())) return true;
+  }
+  return type !== null && /internal|server|unavailable|overload/i.test(type);
+}
+
+/** The engine sent an in-band error frame (`data: {"error":{...}}` or `event: error`). */
+export class UpstreamErrorFrame extends StreamError {
+  readonly code = 'upstream_error_frame';
+  readonly retryable: boolean;
+  readonly reason = 'upstream_error_frame' as const;
+  constructor(
+    readonly upstreamCode: string | number | null,
+    message: string,
+    readonly upstreamType: string | null = null,
+  ) {
+    super(message);
+    this.retryable = isRetryableFrameCode(upstreamCode, upstreamType);
+  }
+  override details(): Record<string, unknown> {
+    return { upstream_code: this.upstreamCode, upstream_type: this.upstreamType };
+  }
+}
+
+/** The gateway's dispatcher shut down (graceful shutdown deadline reached). */
+export class DispatcherClosed extends StreamError {
+  readonly code = 'dispatcher_closed';
+  readonly retryable = true;
+  readonly reason = 'gateway_error' as const;
+  override readonly status = 503;
+  override readonly type: OpenAIErrorType = 'service_unavailable_error';
+  constructor(message = 'The gateway is shutting down; the stream was ended before it finished.') {
+    super(message);
+  }
+}
+
+/** The engine client (the upstream connection pool of a worker) shut down. */
+export class ClientClosed extends StreamError {
+  readonly code = 'client_closed';
+  readonly retryable = true;
+  readonly reason = 'gateway_error' as const;
+  override readonly status = 503;
+  override readonly type: OpenAIErrorType = 'service_unavailable_error';
+}
+
+/** The control / health channel to an engine is gone; the worker is marked unhealthy. */
+export class ControlClosed extends StreamError {
+  readonly code = 'control_closed';
+  readonly retryable = true;
+  readonly reason = 'gateway_error' as const;
+  override readonly status = 503;
+  override readonly type: OpenAIErrorType = 'service_unavailable_error';
+}
+
+/** A request id is already in flight. Rejected before anything is sent. */
+export class DuplicateRequestId extends SluiceError {
+  readonly code = 'duplicate_request_id';
+  readonly retryable = false;
+  override readonly status = 409;
+  override readonly type = 'invalid_request_error' as const;
+  override readonly param = 'x-request-id';
+  constructor(readonly requestId: string) {
+    super(`A request with id '${requestId}' is already in flight.`);
+  }
+}
+
+export class InvalidDataParallelRank extends SluiceError {
+  readonly code = 'invalid_data_parallel_rank';
+  readonly retryable = false;
+  override readonly status = 400;
+  override readonly type = 'invalid_request_error' as const;
+  override readonly param = 'x-data-parallel-rank';
+  constructor(
+    readonly rank: number | string,
+    readonly connectedRanks: readonly number[],
+  ) {
+    super(
+      `Data-parallel rank ${String(rank)} is not connected; connected ranks are [${connectedRanks.join(', ')}].`,
+    );
+  }
+  override details(): Record<string, unknown> {
+    return { connected_ranks: [...this.connectedRanks] };
+  }
+}

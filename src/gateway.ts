@@ -1,0 +1,131 @@
+import type { AddressInfo } from 'node:net';
+import type { FastifyInstance } from 'fastify';
+import type { GatewayContext } from './api/context.js';
+import { buildServer } from './api/server.js';
+import { ModelSettings } from './config/model-settings.js';
+import type { SluiceConfig } from './config/schema.js';
+import { Dispatcher } from './dispatch/dispatcher.js';
+import { Router } from './dispatch/router.js';
+import { ClientClosed, DispatcherClosed } from './errors/stream-errors.js';
+import { createLogger, type Logger } from './observability/logger.js';
+import { GatewayMetrics } from './observability/metrics.js';
+import { RequestRegistry } from './streams/request-registry.js';
+import { HealthChecker } from './workers/health-checker.js';
+import { WorkerRegistry } from './workers/registry.js';
+
+export interface GatewayOptions {
+  logger?: Logger;
+  /** Register process-wide default metrics (CPU, memory). Off in tests that run many gateways. */
+  defaultMetrics?: boolean;
+}
+
+/** The composition root: builds every part of a gateway from its configuration and runs it. */
+export class Gateway {
+  readonly app: FastifyInstance;
+  readonly context: GatewayContext;
+  private readonly lifecycle = { draining: false };
+  private closed = false;
+
+  constructor(
+    readonly config: SluiceConfig,
+    options: GatewayOptions = {},
+  ) {
+    const log = options.logger ?? createLogger(config.log.level);
+    const metrics = new GatewayMetrics(options.defaultMetrics ?? true);
+    const settings = new ModelSettings(config);
+    const router = new Router(config, settings);
+    const registry = new WorkerRegistry(config, {
+      onRemoved: (worker) => router.removeWorker(worker.id),
+      onCircuitChange: (worker, state) => {
+        metrics.circuitTransitions.inc({ worker: worker.id, state });
+        log.warn({ worker: worker.id, state }, 'circuit state changed');
+      },
+    });
+    metrics.bindWorkers(() => registry.list().map((w) => w.snapshot()));
+    const health = new HealthChecker(registry, config.health, log);
+    const requests = new RequestRegistry();
+    const dispatcher = new Dispatcher(config, settings, registry, router, requests, health, metrics, log);
+    this.context = {
+      config,
+      log,
+      metrics,
+      registry,
+      health,
+      router,
+      dispatcher,
+      requests,
+      lifecycle: this.lifecycle,
+    };
+    this.app = buildServer(this.context);
+  }
+
+  get log(): Logger {
+    return this.context.log;
+  }
+
+  /** Registers the configured workers, checks them once, then listens. */
+  async start(): Promise<string> {
+    for (const worker of this.config.workers) this.context.registry.add(worker, 'static');
+    await this.context.health.checkAll();
+    this.context.health.start();
+    await this.app.listen({ host: this.config.server.host, port: this.config.server.port });
+    const url = this.url;
+    this.log.info(
+      {
+        url,
+        workers: this.context.registry
+          .list()
+          .map((w) => ({ id: w.id, healthy: w.healthy, models: [...w.models] })),
+      },
+      'sluice gateway listening',
+    );
+    return url;
+  }
+
+  get url(): string {
+    const address = this.app.server.address() as AddressInfo | null;
+    if (!address) throw new Error('the gateway is not listening');
+    const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
+    return `http://${host}:${address.port}`;
+  }
+
+  /**
+   * Graceful shutdown: stop accepting, let streams in flight finish for up to `graceMs`, then
+   * end the rest with the terminal DispatcherClosed error, and close.
+   */
+  async shutdown(graceMs = this.config.server.shutdownGraceMs): Promise<void> {
+    if (this.closed) return;
+    this.lifecycle.draining = true;
+    this.log.info({ inflight: this.context.requests.size, graceMs }, 'shutting down: draining requests');
+    const listening = new Promise<void>((resolve) => this.app.server.close(() => resolve()));
+    const until = Date.now() + graceMs;
+    while (this.context.requests.size > 0 && Date.now() < until) {
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+    if (this.context.requests.size > 0) {
+      this.log.warn({ inflight: this.context.requests.size }, 'grace period over: ending open streams');
+      this.context.requests.closeAll(new DispatcherClosed());
+      // Let the terminal frames flush before the sockets close.
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    this.app.server.closeAllConnections();
+    await listening;
+    await this.close();
+  }
+
+  /** Closes at once (tests, or after `shutdown`). */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.lifecycle.draining = true;
+    this.context.health.stop();
+    if (this.context.requests.size > 0) {
+      this.context.requests.closeAll(
+        new ClientClosed('The gateway closed its engine clients; the stream was ended.'),
+      );
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+    await this.app.close();
+    await this.context.registry.closeAll();
+  }
+}

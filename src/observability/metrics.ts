@@ -1,0 +1,118 @@
+import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import type { StreamFailureReason } from '../errors/stream-errors.js';
+import type { CircuitState } from '../workers/circuit-breaker.js';
+import type { WorkerSnapshot } from '../workers/worker.js';
+
+const CIRCUIT_VALUE: Record<CircuitState, number> = { closed: 0, half_open: 1, open: 2 };
+
+export type ApiName = 'chat_completions' | 'completions' | 'responses';
+
+/** Every metric of one gateway, on its own registry so that several gateways can share a process. */
+export class GatewayMetrics {
+  readonly registry = new Registry();
+
+  readonly requests = new Counter({
+    name: 'sluice_requests_total',
+    help: 'Requests answered by the gateway, by route, model and HTTP status.',
+    labelNames: ['route', 'model', 'status'] as const,
+    registers: [this.registry],
+  });
+
+  readonly requestDuration = new Histogram({
+    name: 'sluice_request_duration_seconds',
+    help: 'Time from receiving a request to its last byte, by route and model.',
+    labelNames: ['route', 'model'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
+    registers: [this.registry],
+  });
+
+  readonly timeToFirstToken = new Histogram({
+    name: 'sluice_time_to_first_token_seconds',
+    help: 'Time from receiving a streaming request to relaying its first event, by route and model.',
+    labelNames: ['route', 'model'] as const,
+    buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+
+  readonly inflight = new Gauge({
+    name: 'sluice_inflight_requests',
+    help: 'Requests being served by the gateway now, by route.',
+    labelNames: ['route'] as const,
+    registers: [this.registry],
+  });
+
+  readonly retries = new Counter({
+    name: 'sluice_upstream_retries_total',
+    help: 'Upstream attempts retried (before the first byte), by model and the error code that caused them.',
+    labelNames: ['model', 'code'] as const,
+    registers: [this.registry],
+  });
+
+  readonly upstreamAttempts = new Counter({
+    name: 'sluice_upstream_attempts_total',
+    help: 'Requests sent to workers, by worker and outcome (ok or an error code).',
+    labelNames: ['worker', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly streamFailures = new Counter({
+    name: 'sluice_stream_failures_total',
+    help: 'Streams that failed after their first byte, by API, model and reason (a closed set).',
+    labelNames: ['api', 'model', 'reason'] as const,
+    registers: [this.registry],
+  });
+
+  readonly clientDisconnects = new Counter({
+    name: 'sluice_client_disconnects_total',
+    help: 'Requests whose client went away before the response ended, by API and model.',
+    labelNames: ['api', 'model'] as const,
+    registers: [this.registry],
+  });
+
+  readonly circuitTransitions = new Counter({
+    name: 'sluice_circuit_transitions_total',
+    help: 'Circuit breaker state changes, by worker and the state entered.',
+    labelNames: ['worker', 'state'] as const,
+    registers: [this.registry],
+  });
+
+  readonly admissionRejections = new Counter({
+    name: 'sluice_admission_rejections_total',
+    help: 'Requests refused with 503 because no worker could take them, by model and code.',
+    labelNames: ['model', 'code'] as const,
+    registers: [this.registry],
+  });
+
+  /** Gauges read from the worker registry at scrape time. */
+  bindWorkers(list: () => readonly WorkerSnapshot[]): void {
+    const gauge = (name: string, help: string, value: (w: WorkerSnapshot) => number) =>
+      new Gauge({
+        name,
+        help,
+        labelNames: ['worker'] as const,
+        registers: [this.registry],
+        collect() {
+          this.reset();
+          for (const worker of list()) this.set({ worker: worker.id }, value(worker));
+        },
+      });
+    gauge('sluice_worker_healthy', 'Whether a worker passes its health checks (1) or not (0).', (w) =>
+      w.healthy ? 1 : 0,
+    );
+    gauge('sluice_worker_inflight_requests', 'Requests in flight on a worker.', (w) => w.inflight);
+    gauge('sluice_worker_queued_requests', 'Requests waiting for a slot on a worker.', (w) => w.queued);
+    gauge(
+      'sluice_worker_circuit_state',
+      'Circuit breaker state of a worker: 0 closed, 1 half-open, 2 open.',
+      (w) => CIRCUIT_VALUE[w.circuit],
+    );
+  }
+
+  constructor(withDefaultMetrics = true) {
+    if (withDefaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'sluice_process_' });
+  }
+
+  streamFailed(api: ApiName, model: string, reason: StreamFailureReason): void {
+    this.streamFailures.inc({ api, model, reason });
+  }
+}

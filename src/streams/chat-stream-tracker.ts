@@ -1,0 +1,120 @@
+import {
+  MalformedChunk,
+  RequestStreamClosed,
+  type StreamError,
+  type UpstreamErrorFrame,
+} from '../errors/stream-errors.js';
+import { errorEventFrom, errorFrameFrom } from './error-frame.js';
+import type { SseFields } from './sse-splitter.js';
+
+export interface Usage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  [extra: string]: unknown;
+}
+
+interface ChunkChoice {
+  index?: unknown;
+  finish_reason?: unknown;
+  delta?: { content?: unknown; reasoning_content?: unknown; tool_calls?: unknown };
+  text?: unknown;
+}
+
+export interface ParsedChunk {
+  choices?: ChunkChoice[];
+  usage?: Usage | null;
+  [key: string]: unknown;
+}
+
+/**
+ * Whether a chunk carries output: text, reasoning, a tool call, or a finish. The opening
+ * role-only chunk that engines send before prefill does not: it proves nothing about generation.
+ */
+export function carriesOutput(chunk: ParsedChunk): boolean {
+  if (chunk.usage) return true;
+  for (const choice of chunk.choices ?? []) {
+    if (choice.finish_reason !== null && choice.finish_reason !== undefined) return true;
+    if (typeof choice.text === 'string' && choice.text.length > 0) return true;
+    const delta = choice.delta;
+    if (!delta) continue;
+    if (typeof delta.content === 'string' && delta.content.length > 0) return true;
+    if (typeof delta.reasoning_content === 'string' && delta.reasoning_content.length > 0) return true;
+    if (Array.isArray(delta.tool_calls) && delta.tool_calls.length > 0) return true;
+  }
+  return false;
+}
+
+export type EventVerdict =
+  | { kind: 'chunk'; chunk: ParsedChunk }
+  | { kind: 'done' }
+  | { kind: 'other' } /* comments, keep-alives, events we pass through untouched */
+  | { kind: 'error'; error: StreamError };
+
+/**
+ * Follows one chat-completions or completions stream event by event and decides when it is
+ * complete: every choice that appeared has sent a `finish_reason`. Anything else that ends
+ * the stream (EOF, reset, a `[DONE]` too early) is a RequestStreamClosed, never a success.
+ */
+export class ChatStreamTracker {
+  private readonly seen = new Set<number>();
+  private readonly finished = new Set<number>();
+  usage: Usage | undefined;
+  sawDone = false;
+  events = 0;
+  /** The finish_reason of choice 0 (or the first one that finished). */
+  finishReason: string | undefined;
+
+  constructor(readonly requestId: string) {}
+
+  /** True once every choice seen so far has finished. */
+  get complete(): boolean {
+    return this.seen.size > 0 && this.finished.size === this.seen.size;
+  }
+
+  inspect(fields: SseFields): EventVerdict {
+    this.events++;
+    if (fields.event === 'error') return { kind: 'error', error: errorEventFrom(fields.data) };
+    const data = fields.data;
+    if (data === undefined) return { kind: 'other' };
+    if (data === '[DONE]') {
+      this.sawDone = true;
+      if (!this.complete) return { kind: 'error', error: new RequestStreamClosed(this.requestId, 'done') };
+      return { kind: 'done' };
+    }
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(data);
+    } catch (err) {
+      return { kind: 'error', error: new MalformedChunk(this.requestId, (err as Error).message) };
+    }
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+      return { kind: 'error', error: new MalformedChunk(this.requestId, 'a chunk is not a JSON object') };
+    }
+    const frame: UpstreamErrorFrame | undefined = errorFrameFrom(parsed);
+    if (frame) return { kind: 'error', error: frame };
+    const chunk = parsed as ParsedChunk;
+    const choices = chunk.choices;
+    if (choices !== undefined) {
+      if (!Array.isArray(choices)) {
+        return { kind: 'error', error: new MalformedChunk(this.requestId, '`choices` is not an array') };
+      }
+      for (const choice of choices) {
+        const index = typeof choice?.index === 'number' ? choice.index : 0;
+        this.seen.add(index);
+        const reason = choice?.finish_reason;
+        if (reason !== null && reason !== undefined) {
+          this.finished.add(index);
+          if (this.finishReason === undefined && typeof reason === 'string') this.finishReason = reason;
+        }
+      }
+    }
+    if (chunk.usage) this.usage = chunk.usage;
+    return { kind: 'chunk', chunk };
+  }
+
+  /** The error for a stream that ended now, or undefined when it had finished. */
+  endError(how: 'eof' | 'reset'): StreamError | undefined {
+    return this.complete ? undefined : new RequestStreamClosed(this.requestId, how);
+  }
+}

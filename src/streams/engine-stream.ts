@@ -1,0 +1,192 @@
+import type { Readable } from 'node:stream';
+import {
+  StreamDeadlineExceeded,
+  type StreamError,
+  StreamIdleTimeout,
+  UpstreamReadError,
+} from '../errors/stream-errors.js';
+import { ChatStreamTracker, type EventVerdict, type ParsedChunk } from './chat-stream-tracker.js';
+import { parseSseFields, SseSplitter } from './sse-splitter.js';
+
+export interface EngineStreamSink {
+  /**
+   * Events that passed inspection, in order: their exact bytes back to back, and the parsed
+   * chunks among them. `raw` never ends inside an event.
+   */
+  onEvents(raw: Buffer, chunks: readonly ParsedChunk[]): void;
+  /** Every choice finished. `sawDone` says whether the engine also sent `[DONE]`. */
+  onComplete(sawDone: boolean): void;
+  /** The stream failed; the upstream request has been aborted. Called at most once, never after onComplete. */
+  onFail(error: StreamError): void;
+}
+
+export interface EngineStreamOptions {
+  requestId: string;
+  /** Longest silence between two events. */
+  idleMs: number;
+  /** Milliseconds left until the request's overall deadline. */
+  deadlineMs: number;
+  /** The whole deadline, for the error message. */
+  totalDeadlineMs: number;
+  /** Aborts the upstream HTTP request (frees the engine's slot). */
+  abortUpstream: (reason: Error) => void;
+}
+
+const SOCKET_CLOSED_CODES = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE', 'UND_ERR_CLOSED']);
+/** After the terminal event the rest of the body is drained so the connection can be reused, for at most this long. */
+const DRAIN_AFTER_DONE_MS = 5_000;
+
+/**
+ * The output stream of one in-flight upstream request: reads the engine's SSE body, splits it
+ * into whole events, checks each (terminal detection, error frames, malformed chunks), enforces
+ * the idle timeout and the deadline, and reports to a sink. Exactly one of onComplete / onFail
+ * ends it. Backpressure: `pause()` stops reading (and the idle clock) until `resume()`.
+ */
+export class EngineStream {
+  readonly tracker: ChatStreamTracker;
+  private readonly splitter = new SseSplitter();
+  private sink: EngineStreamSink | undefined;
+  private ended = false;
+  private paused = false;
+  private idleTimer: NodeJS.Timeout | undefined;
+  private deadlineTimer: NodeJS.Timeout | undefined;
+  private readonly onData = (chunk: Buffer) => this.handleChunk(chunk);
+  private readonly onEnd = () => this.handleEnd('eof');
+  private readonly onError = (err: Error) => this.handleReadError(err);
+  private readonly onClose = () => this.handleEnd('reset');
+
+  constructor(
+    private readonly body: Readable,
+    private readonly options: EngineStreamOptions,
+  ) {
+    this.tracker = new ChatStreamTracker(options.requestId);
+  }
+
+  get isEnded(): boolean {
+    return this.ended;
+  }
+
+  start(sink: EngineStreamSink): void {
+    this.sink = sink;
+    this.body.on('data', this.onData);
+    this.body.on('end', this.onEnd);
+    this.body.on('error', this.onError);
+    this.body.on('close', this.onClose);
+    this.idleTimer = setTimeout(() => this.timeout('idle'), this.options.idleMs);
+    this.deadlineTimer = setTimeout(() => this.timeout('deadline'), Math.max(1, this.options.deadlineMs));
+  }
+
+  /** Hands the stream to another sink (after the dispatcher's first-event probe). */
+  setSink(sink: EngineStreamSink): void {
+    this.sink = sink;
+  }
+
+  pause(): void {
+    if (this.ended || this.paused) return;
+    this.paused = true;
+    this.body.pause();
+    // A slow client is not a stalled engine: the idle clock stops while we hold the engine back.
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+  }
+
+  resume(): void {
+    if (this.ended || !this.paused) return;
+    this.paused = false;
+    this.idleTimer?.refresh();
+    this.body.resume();
+  }
+
+  /** Ends the stream from outside (client gone, shutdown): aborts upstream, reports `error` unless silent. */
+  abort(error: Error, notify: false): void;
+  abort(error: StreamError, notify: true): void;
+  abort(error: Error, notify: boolean): void {
+    if (this.ended) return;
+    this.finish();
+    this.options.abortUpstream(error);
+    if (notify) this.sink?.onFail(error as StreamError);
+  }
+
+  private handleChunk(chunk: Buffer): void {
+    if (this.ended) return;
+    this.idleTimer?.refresh();
+    let failed: StreamError | undefined;
+    let completed = false;
+    /** End offset (in the pushed region) of the last event to forward. */
+    let forwardEnd = 0;
+    let firstOffset = -1;
+    const chunks: ParsedChunk[] = [];
+    const region = this.splitter.push(chunk, (raw) => {
+      if (failed || completed) return;
+      if (firstOffset < 0) firstOffset = raw.byteOffset;
+      const verdict: EventVerdict = this.tracker.inspect(parseSseFields(raw));
+      if (verdict.kind === 'error') {
+        failed = verdict.error;
+        return;
+      }
+      if (verdict.kind === 'chunk') chunks.push(verdict.chunk);
+      else if (verdict.kind === 'done') completed = true;
+      forwardEnd = raw.byteOffset - firstOffset + raw.length;
+    });
+    if (forwardEnd > 0 && this.sink) {
+      // The events of one read are contiguous from the region's start: forward them in one
+      // write, up to the failure or to `[DONE]` (anything an engine sends after it is dropped).
+      this.sink.onEvents(forwardEnd === region.length ? region : region.subarray(0, forwardEnd), chunks);
+    }
+    if (failed) this.fail(failed);
+    else if (completed) this.complete(true);
+  }
+
+  private handleEnd(how: 'eof' | 'reset'): void {
+    if (this.ended) return;
+    const error = this.tracker.endError(how);
+    if (error) this.fail(error);
+    else this.complete(this.tracker.sawDone);
+  }
+
+  private handleReadError(err: Error): void {
+    if (this.ended) return;
+    const code = (err as { code?: string }).code;
+    if (code !== undefined && SOCKET_CLOSED_CODES.has(code)) this.handleEnd('reset');
+    else this.fail(new UpstreamReadError(this.options.requestId, err.message));
+  }
+
+  private timeout(kind: 'idle' | 'deadline'): void {
+    if (this.ended) return;
+    const error =
+      kind === 'idle'
+        ? new StreamIdleTimeout(this.options.requestId, this.options.idleMs)
+        : new StreamDeadlineExceeded(this.options.requestId, this.options.totalDeadlineMs);
+    this.fail(error);
+  }
+
+  private complete(sawDone: boolean): void {
+    this.finish();
+    // Drain what is left so the connection goes back to the pool; give up after a bound.
+    if (!this.body.readableEnded && !this.body.destroyed) {
+      const guard = setTimeout(() => this.body.destroy(), DRAIN_AFTER_DONE_MS);
+      guard.unref();
+      this.body.once('close', () => clearTimeout(guard));
+      this.body.on('error', () => {});
+      this.body.resume();
+    }
+    this.sink?.onComplete(sawDone);
+  }
+
+  private fail(error: StreamError): void {
+    this.finish();
+    this.options.abortUpstream(error);
+    this.sink?.onFail(error);
+  }
+
+  private finish(): void {
+    this.ended = true;
+    if (this.idleTimer) clearTimeout(this.idleTimer);
+    if (this.deadlineTimer) clearTimeout(this.deadlineTimer);
+    this.body.off('data', this.onData);
+    this.body.off('end', this.onEnd);
+    this.body.off('close', this.onClose);
+    // Keep an error listener so a late socket error is not an unhandled 'error' event.
+    this.body.off('error', this.onError);
+    this.body.on('error', () => {});
+  }
+}

@@ -1,0 +1,90 @@
+import { pino } from 'pino';
+import { parseConfig } from '../../src/config/load.js';
+import type { SluiceConfigInput } from '../../src/config/schema.js';
+import { Gateway } from '../../src/gateway.js';
+import { createMockWorker, type MockWorker, type MockWorkerOptions } from '../../src/mock/mock-worker.js';
+
+/** Test logs are silent unless SLUICE_TEST_LOG names a level. */
+const testLogger = () => pino({ level: process.env.SLUICE_TEST_LOG ?? 'silent' });
+
+export async function startGateway(input: SluiceConfigInput = {}): Promise<Gateway> {
+  const config = parseConfig({
+    ...input,
+    // The mock worker's fault injection headers pass through, as a tracing header would.
+    server: { port: 0, forwardHeaders: ['traceparent', 'x-mock-*'], ...input.server },
+    health: { intervalMs: 200, timeoutMs: 500, ...input.health },
+    retry: { backoffMs: 5, ...input.retry },
+  });
+  const gateway = new Gateway(config, { logger: testLogger(), defaultMetrics: false });
+  await gateway.start();
+  return gateway;
+}
+
+export async function startMocks(count: number, options: MockWorkerOptions = {}): Promise<MockWorker[]> {
+  return Promise.all(Array.from({ length: count }, () => createMockWorker(options)));
+}
+
+/** Value of one sample of a metric, read over HTTP from /metrics (0 when absent). */
+export async function metric(
+  baseUrl: string,
+  name: string,
+  labels: Record<string, string> = {},
+): Promise<number> {
+  const text = await (await fetch(`${baseUrl}/metrics`)).text();
+  let total = 0;
+  let found = false;
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    const brace = line.indexOf('{');
+    const labelText = brace >= 0 ? line.slice(brace + 1, line.lastIndexOf('}')) : '';
+    const ok = Object.entries(labels).every(([k, v]) => labelText.includes(`${k}="${v}"`));
+    if (!ok) continue;
+    found = true;
+    total += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return found ? total : 0;
+}
+
+/** Polls `check` every 10 ms until it holds, for at most `ms`. */
+export async function eventually(check: () => boolean | Promise<boolean>, ms = 3_000): Promise<void> {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    if (await check()) return;
+    await new Promise((resolve) => setTimeout(resolve, 10));
+  }
+  throw new Error(`condition not met within ${ms} ms`);
+}
+
+/** POSTs JSON and returns the status, headers and whole body text. */
+export async function post(
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; headers: Headers; text: string; json: () => unknown }> {
+  const response = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json', ...headers },
+    body: typeof body === 'string' ? body : JSON.stringify(body),
+  });
+  const text = await response.text();
+  return { status: response.status, headers: response.headers, text, json: () => JSON.parse(text) };
+}
+
+/** The `data:` payloads of an SSE body, in order. */
+export function sseData(text: string): string[] {
+  return text
+    .split('\n\n')
+    .filter((block) => block.length > 0)
+    .flatMap((block) =>
+      block
+        .split('\n')
+        .filter((line) => line.startsWith('data: '))
+        .map((line) => line.slice(6)),
+    );
+}
+
+export const chatBody = (extra: Record<string, unknown> = {}) => ({
+  model: 'mock-model',
+  messages: [{ role: 'user', content: 'hello there' }],
+  ...extra,
+});

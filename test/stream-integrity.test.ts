@@ -1,0 +1,177 @@
+import OpenAI, { APIError } from 'openai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Gateway } from '../src/gateway.js';
+import type { MockWorker } from '../src/mock/mock-worker.js';
+import { chatBody, eventually, metric, post, sseData, startGateway, startMocks } from './helpers/gateway.js';
+
+/**
+ * Every fault the mock worker injects after the first byte, streamed through the gateway with
+ * the openai SDK and with raw fetch: the exact terminal event, the metric, the upstream abort.
+ * A mid-stream failure is never retried (nothing is resumed unless asked for).
+ */
+interface Case {
+  fault: string;
+  code: string;
+  reason: string;
+  /** The gateway had to abort the upstream request (the engine was still sending or silent). */
+  aborts: boolean;
+  upstreamCode?: string | number;
+}
+
+const CASES: Case[] = [
+  { fault: 'reset_after:3', code: 'request_stream_closed', reason: 'upstream_closed', aborts: false },
+  { fault: 'eof_after:3', code: 'request_stream_closed', reason: 'upstream_closed', aborts: false },
+  { fault: 'no_finish', code: 'request_stream_closed', reason: 'upstream_closed', aborts: false },
+  {
+    fault: 'error_frame_after:3',
+    code: 'upstream_error_frame',
+    reason: 'upstream_error_frame',
+    aborts: false,
+    upstreamCode: 500,
+  },
+  {
+    fault: 'error_frame_str_after:3',
+    code: 'upstream_error_frame',
+    reason: 'upstream_error_frame',
+    aborts: false,
+    upstreamCode: 'internal_error',
+  },
+  {
+    fault: 'event_error_after:3',
+    code: 'upstream_error_frame',
+    reason: 'upstream_error_frame',
+    aborts: false,
+  },
+  { fault: 'stall_after:3', code: 'stream_idle_timeout', reason: 'idle_timeout', aborts: true },
+  { fault: 'malformed_after:3', code: 'malformed_chunk', reason: 'read_error', aborts: true },
+];
+
+describe('a stream never just stops', () => {
+  let workers: MockWorker[];
+  let gateway: Gateway;
+  let client: OpenAI;
+
+  beforeAll(async () => {
+    workers = await startMocks(2, { tokensPerSecond: 200 });
+    gateway = await startGateway({
+      workers: workers.map((w) => ({ url: w.url })),
+      routing: { policy: 'round_robin' },
+      timeouts: { idleMs: 250 },
+      breaker: { failureThreshold: 1000 },
+    });
+    client = new OpenAI({ baseURL: `${gateway.url}/v1`, apiKey: 'x', maxRetries: 0 });
+  });
+  afterAll(async () => {
+    await gateway.close();
+    await Promise.all(workers.map((w) => w.close()));
+  });
+
+  const totals = () => workers.reduce((n, w) => n + w.stats.requests, 0);
+  const aborted = () => workers.reduce((n, w) => n + w.stats.aborted, 0);
+
+  for (const api of ['chat_completions', 'completions'] as const) {
+    for (const c of CASES) {
+      it(`${api}: ${c.fault} ends with one ${c.code} error frame`, async () => {
+        const labels = { api, model: 'mock-model', reason: c.reason };
+        const before = await metric(gateway.url, 'sluice_stream_failures_total', labels);
+        const requestsBefore = totals();
+        const abortedBefore = aborted();
+        const path = api === 'chat_completions' ? '/v1/chat/completions' : '/v1/completions';
+        const body =
+          api === 'chat_completions'
+            ? chatBody({ stream: true, max_tokens: 10 })
+            : { model: 'mock-model', prompt: 'hello', stream: true, max_tokens: 10 };
+        const res = await post(`${gateway.url}${path}`, body, { 'x-mock-fault': c.fault });
+        expect(res.status).toBe(200);
+        const events = sseData(res.text);
+        const last = JSON.parse(events.at(-1)!) as {
+          error: { code: string; type: string; message: string; upstream_code?: unknown };
+        };
+        expect(last.error.code).toBe(c.code);
+        expect(last.error.type).toBe('server_error');
+        if (c.upstreamCode !== undefined) expect(last.error.upstream_code).toBe(c.upstreamCode);
+        // Exactly one error frame; no [DONE]; no fabricated finish_reason.
+        expect(events.filter((e) => e.includes('"error"'))).toHaveLength(1);
+        expect(events).not.toContain('[DONE]');
+        const chunks = events
+          .slice(0, -1)
+          .map((e) => JSON.parse(e) as { choices: { finish_reason: unknown }[] });
+        expect(chunks.every((chunk) => chunk.choices.every((choice) => choice.finish_reason === null))).toBe(
+          true,
+        );
+        if (c.fault.endsWith(':3')) {
+          const content = chunks.filter((chunk) => JSON.stringify(chunk).match(/"(content|text)":" /));
+          expect(content).toHaveLength(3);
+        }
+        expect(await metric(gateway.url, 'sluice_stream_failures_total', labels)).toBe(before + 1);
+        // Never retried after the first byte.
+        expect(totals()).toBe(requestsBefore + 1);
+        if (c.aborts) await eventually(() => aborted() === abortedBefore + 1);
+        await eventually(() => workers.every((w) => w.stats.inflight === 0));
+      });
+    }
+  }
+
+  it('the openai SDK surfaces the terminal error with its code', async () => {
+    const stream = await client.chat.completions.create(
+      { model: 'mock-model', messages: [{ role: 'user', content: 'x' }], stream: true, max_tokens: 10 },
+      { headers: { 'x-mock-fault': 'reset_after:2' } },
+    );
+    let text = '';
+    let caught: unknown;
+    try {
+      for await (const chunk of stream) text += chunk.choices[0]?.delta.content ?? '';
+    } catch (err) {
+      caught = err;
+    }
+    expect(caught).toBeInstanceOf(APIError);
+    expect((caught as APIError).code).toBe('request_stream_closed');
+    expect(text.trim().split(/\s+/)).toHaveLength(2);
+  });
+
+  it('a stream that finished but lost [DONE] is complete: [DONE] is added, nothing is counted', async () => {
+    const before = await metric(gateway.url, 'sluice_stream_failures_total');
+    const res = await post(`${gateway.url}/v1/chat/completions`, chatBody({ stream: true, max_tokens: 4 }), {
+      'x-mock-fault': 'no_done',
+    });
+    const events = sseData(res.text);
+    expect(events.at(-1)).toBe('[DONE]');
+    expect(events.filter((e) => e === '[DONE]')).toHaveLength(1);
+    expect(await metric(gateway.url, 'sluice_stream_failures_total')).toBe(before);
+  });
+
+  it('the overall deadline ends a long stream and aborts upstream', async () => {
+    const gw = await startGateway({
+      workers: [{ url: workers[0]!.url }],
+      timeouts: { deadlineMs: 300 },
+    });
+    try {
+      const abortedBefore = workers[0]!.stats.aborted;
+      const res = await post(`${gw.url}/v1/chat/completions`, chatBody({ stream: true, max_tokens: 1000 }));
+      const last = JSON.parse(sseData(res.text).at(-1)!) as { error: { code: string } };
+      expect(last.error.code).toBe('stream_deadline_exceeded');
+      expect(await metric(gw.url, 'sluice_stream_failures_total', { reason: 'deadline' })).toBe(1);
+      await eventually(() => workers[0]!.stats.aborted === abortedBefore + 1);
+    } finally {
+      await gw.close();
+    }
+  });
+
+  it('per-model timeouts override the global ones', async () => {
+    const gw = await startGateway({
+      workers: [{ url: workers[0]!.url }],
+      timeouts: { idleMs: 60_000 },
+      models: { 'mock-model': { timeouts: { idleMs: 150 } } },
+    });
+    try {
+      const started = Date.now();
+      const res = await post(`${gw.url}/v1/chat/completions`, chatBody({ stream: true, max_tokens: 10 }), {
+        'x-mock-fault': 'stall_after:2',
+      });
+      expect(JSON.parse(sseData(res.text).at(-1)!).error.code).toBe('stream_idle_timeout');
+      expect(Date.now() - started).toBeLessThan(3_000);
+    } finally {
+      await gw.close();
+    }
+  });
+});
