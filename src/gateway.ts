@@ -1,4 +1,5 @@
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
 import type { GatewayContext } from './api/context.js';
 import { buildServer } from './api/server.js';
@@ -9,6 +10,10 @@ import { Router } from './dispatch/router.js';
 import { ClientClosed, DispatcherClosed } from './errors/stream-errors.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { GatewayMetrics } from './observability/metrics.js';
+import { ConversationsService } from './responses/conversations.js';
+import { ResponsesService } from './responses/service.js';
+import { createStore } from './storage/index.js';
+import type { Store } from './storage/types.js';
 import { RequestRegistry } from './streams/request-registry.js';
 import { HealthChecker } from './workers/health-checker.js';
 import { WorkerRegistry } from './workers/registry.js';
@@ -45,6 +50,7 @@ export class Gateway {
     const health = new HealthChecker(registry, config.health, log);
     const requests = new RequestRegistry();
     const dispatcher = new Dispatcher(config, settings, registry, router, requests, health, metrics, log);
+    const store = openStore(config);
     this.context = {
       config,
       log,
@@ -55,6 +61,9 @@ export class Gateway {
       dispatcher,
       requests,
       lifecycle: this.lifecycle,
+      store,
+      responses: new ResponsesService(dispatcher, store, metrics, log),
+      conversations: new ConversationsService(store),
     };
     this.app = buildServer(this.context);
   }
@@ -65,6 +74,7 @@ export class Gateway {
 
   /** Registers the configured workers, checks them once, then listens. */
   async start(): Promise<string> {
+    await this.context.store?.migrate();
     for (const worker of this.config.workers) this.context.registry.add(worker, 'static');
     await this.context.health.checkAll();
     this.context.health.start();
@@ -127,5 +137,14 @@ export class Gateway {
     }
     await this.app.close();
     await this.context.registry.closeAll();
+    await this.context.store?.close();
   }
+}
+
+function openStore(config: SluiceConfig): Store | undefined {
+  const { storage } = config;
+  if (storage.kind === 'none') return undefined;
+  if (storage.kind === 'postgres')
+    return createStore({ kind: 'postgres', url: storage.url!, schema: storage.schema });
+  return createStore({ kind: 'sqlite', path: storage.path ?? join(config.dataDir, 'sluice.db') });
 }

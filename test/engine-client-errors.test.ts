@@ -33,7 +33,9 @@ describe('engine client shutdown and lost control channels', () => {
     const index = Number(worker.slice(1));
     const text = response.text();
     await new Promise((resolve) => setTimeout(resolve, 100));
-    expect((await fetch(`${gateway.url}/admin/workers/${worker}?drain=false`, { method: 'DELETE' })).status).toBe(200);
+    expect(
+      (await fetch(`${gateway.url}/admin/workers/${worker}?drain=false`, { method: 'DELETE' })).status,
+    ).toBe(200);
     const events = sseData(await text);
     const last = JSON.parse(events.at(-1)!) as { error: { code: string; type: string } };
     expect(last.error).toMatchObject({ code: 'client_closed', type: 'server_error' });

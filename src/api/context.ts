@@ -3,6 +3,9 @@ import type { Dispatcher } from '../dispatch/dispatcher.js';
 import type { Router } from '../dispatch/router.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
+import type { ConversationsService } from '../responses/conversations.js';
+import type { ResponsesService } from '../responses/service.js';
+import type { Store } from '../storage/types.js';
 import type { RequestRegistry } from '../streams/request-registry.js';
 import type { HealthChecker } from '../workers/health-checker.js';
 import type { WorkerRegistry } from '../workers/registry.js';
@@ -23,4 +26,7 @@ export interface GatewayContext {
   readonly dispatcher: Dispatcher;
   readonly requests: RequestRegistry;
   readonly lifecycle: Lifecycle;
+  readonly store: Store | undefined;
+  readonly responses: ResponsesService;
+  readonly conversations: ConversationsService;
 }

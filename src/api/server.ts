@@ -1,13 +1,16 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
+import { GatewayShuttingDown } from '../errors/http-errors.js';
 import type { GatewayContext } from './context.js';
 import { installErrorHandlers } from './error-handler.js';
 import { adminModelRoutes } from './routes/admin-models.js';
 import { adminWorkerRoutes } from './routes/admin-workers.js';
+import { conversationRoutes } from './routes/conversations.js';
 import { generationRoutes } from './routes/generation.js';
 import { healthRoutes } from './routes/health.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { modelRoutes } from './routes/models.js';
+import { responseRoutes } from './routes/responses.js';
 
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -41,7 +44,15 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
     }
   });
   installErrorHandlers(app, ctx.log, ctx.config.server.bodyLimitBytes);
+  // While draining, a request on a kept-alive connection gets a 503 and the connection closes.
+  app.addHook('onRequest', async (request, reply) => {
+    if (!ctx.lifecycle.draining || request.url.startsWith('/health') || request.url === '/metrics') return;
+    const error = new GatewayShuttingDown();
+    reply.code(error.status).headers(error.headers()).send(error.toBody());
+  });
   app.register(generationRoutes(ctx));
+  app.register(responseRoutes(ctx));
+  app.register(conversationRoutes(ctx));
   app.register(modelRoutes(ctx));
   app.register(healthRoutes(ctx));
   app.register(metricsRoutes(ctx));

@@ -12,6 +12,8 @@ interface ServeFlags {
   worker?: string[];
   policy?: string;
   logLevel?: string;
+  dataDir?: string;
+  storage?: string;
 }
 
 export function registerServe(program: Command): void {
@@ -28,6 +30,8 @@ export function registerServe(program: Command): void {
     )
     .option('--policy <name>', `default routing policy: ${POLICY_NAMES.join(', ')} (SLUICE_POLICY)`)
     .option('--log-level <level>', 'fatal, error, warn, info, debug, trace or silent (SLUICE_LOG_LEVEL)')
+    .option('--data-dir <dir>', 'where the gateway keeps its files (default ~/.sluice; SLUICE_DATA_DIR)')
+    .option('--storage <kind>', 'response storage: sqlite, postgres or none (SLUICE_STORAGE)')
     .action(async (flags: ServeFlags) => {
       let config: ReturnType<typeof loadConfig>;
       try {

@@ -22,6 +22,8 @@ export interface ConfigFlags {
   worker?: string[] | undefined;
   policy?: string | undefined;
   logLevel?: string | undefined;
+  dataDir?: string | undefined;
+  storage?: string | undefined;
 }
 
 /** Environment variables and the config path each one sets. */
@@ -38,6 +40,10 @@ const ENV_PATHS: Record<string, { path: string[]; kind: 'string' | 'number' | 'l
   SLUICE_DEADLINE_MS: { path: ['timeouts', 'deadlineMs'], kind: 'number' },
   SLUICE_HEALTH_INTERVAL_MS: { path: ['health', 'intervalMs'], kind: 'number' },
   SLUICE_RETRY_MAX_ATTEMPTS: { path: ['retry', 'maxAttempts'], kind: 'number' },
+  SLUICE_DATA_DIR: { path: ['dataDir'], kind: 'string' },
+  SLUICE_STORAGE: { path: ['storage', 'kind'], kind: 'string' },
+  SLUICE_SQLITE_PATH: { path: ['storage', 'path'], kind: 'string' },
+  SLUICE_POSTGRES_URL: { path: ['storage', 'url'], kind: 'string' },
 };
 
 export const ENV_VARIABLES = Object.keys(ENV_PATHS);
@@ -106,6 +112,8 @@ function applyFlags(layer: Json, flags: ConfigFlags): void {
   if (flags.port !== undefined) setPath(layer, ['server', 'port'], flags.port);
   if (flags.policy !== undefined) setPath(layer, ['routing', 'policy'], flags.policy);
   if (flags.logLevel !== undefined) setPath(layer, ['log', 'level'], flags.logLevel);
+  if (flags.dataDir !== undefined) setPath(layer, ['dataDir'], flags.dataDir);
+  if (flags.storage !== undefined) setPath(layer, ['storage', 'kind'], flags.storage);
   if (flags.worker !== undefined && flags.worker.length > 0) {
     setPath(layer, ['workers'], workersFromUrls(flags.worker));
   }

@@ -1,3 +1,5 @@
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import { z } from 'zod';
 import { POLICY_NAMES } from '../routing/types.js';
 
@@ -123,6 +125,27 @@ export const configSchema = z.strictObject({
     .partial()
     .transform((l) => ({ maxConcurrent: 256, queueSize: 1024, queueTimeoutMs: 30_000, ...l }))
     .prefault({}),
+  /** Where the gateway keeps its files (the SQLite database, the embedded model). */
+  dataDir: z.string().min(1).default(join(homedir(), '.sluice')),
+  storage: z
+    .strictObject({
+      /** sqlite (embedded default), postgres (several replicas), or none (store=false only). */
+      kind: z.enum(['sqlite', 'postgres', 'none']).default('sqlite'),
+      /** SQLite database file; default `<dataDir>/sluice.db`. */
+      path: z.string().min(1).optional(),
+      /** PostgreSQL connection string, e.g. postgres://user@host:5432/db. */
+      url: z.string().min(1).optional(),
+      /** PostgreSQL schema to use (created when missing). */
+      schema: z
+        .string()
+        .regex(/^[a-z_][a-z0-9_]*$/, 'a lower-case SQL identifier')
+        .optional(),
+    })
+    .prefault({})
+    .refine((s) => s.kind !== 'postgres' || s.url !== undefined, {
+      message: 'storage.url is required when storage.kind is postgres',
+      path: ['url'],
+    }),
   workers: z.array(workerSchema).default([]),
   models: z.record(z.string().min(1), modelSchema).default({}),
 });

@@ -32,9 +32,11 @@ export class NotFound extends SluiceError {
   readonly retryable = false;
   override readonly status = 404;
   override readonly type = 'not_found_error' as const;
-  constructor(message: string, code = 'not_found') {
+  override readonly param: string | null;
+  constructor(message: string, code = 'not_found', param: string | null = null) {
     super(message);
     this.code = code;
+    this.param = param;
   }
 }
 

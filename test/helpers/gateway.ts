@@ -14,6 +14,7 @@ export async function startGateway(input: SluiceConfigInput = {}): Promise<Gatew
     server: { port: 0, forwardHeaders: ['traceparent', 'x-mock-*'], ...input.server },
     health: { intervalMs: 200, timeoutMs: 500, ...input.health },
     retry: { backoffMs: 5, ...input.retry },
+    storage: input.storage ?? { kind: 'sqlite', path: ':memory:' },
   });
   const gateway = new Gateway(config, { logger: testLogger(), defaultMetrics: false });
   await gateway.start();

@@ -1,0 +1,46 @@
+import type { FastifyInstance, FastifyRequest } from 'fastify';
+import {
+  addItemsSchema,
+  createConversationSchema,
+  updateConversationSchema,
+} from '../../responses/conversations.js';
+import { listObject, pageRequest } from '../../responses/pagination.js';
+import type { GatewayContext } from '../context.js';
+import { validateBody } from '../schemas/validate.js';
+
+type ConversationRequest = FastifyRequest<{ Params: { id: string; itemId?: string }; Querystring: unknown }>;
+
+/** `POST/GET/DELETE /v1/conversations[/:id]` and `/v1/conversations/:id/items[/:item_id]`. */
+export function conversationRoutes(ctx: GatewayContext) {
+  const service = ctx.conversations;
+  return async (app: FastifyInstance): Promise<void> => {
+    app.post('/v1/conversations', async (request) => {
+      // An empty body is a conversation without metadata or items.
+      return service.create(validateBody(createConversationSchema, request.body ?? {}));
+    });
+    app.get('/v1/conversations/:id', async (request: ConversationRequest) => service.get(request.params.id));
+    app.post('/v1/conversations/:id', async (request: ConversationRequest) =>
+      service.update(request.params.id, validateBody(updateConversationSchema, request.body).metadata),
+    );
+    app.delete('/v1/conversations/:id', async (request: ConversationRequest) => {
+      await service.delete(request.params.id);
+      return { id: request.params.id, object: 'conversation.deleted', deleted: true };
+    });
+    app.get('/v1/conversations/:id/items', async (request: ConversationRequest) =>
+      listObject(await service.listItems(request.params.id, pageRequest(request.query))),
+    );
+    app.post('/v1/conversations/:id/items', async (request: ConversationRequest) => {
+      const added = await service.addItems(
+        request.params.id,
+        validateBody(addItemsSchema, request.body).items,
+      );
+      return listObject({ data: added, hasMore: false });
+    });
+    app.get('/v1/conversations/:id/items/:itemId', async (request: ConversationRequest) =>
+      service.getItem(request.params.id, request.params.itemId!),
+    );
+    app.delete('/v1/conversations/:id/items/:itemId', async (request: ConversationRequest) =>
+      service.deleteItem(request.params.id, request.params.itemId!),
+    );
+  };
+}

@@ -1,0 +1,150 @@
+import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import { ClientDisconnected, GatewayShuttingDown } from '../../errors/http-errors.js';
+import { listObject, pageOf, pageRequest } from '../../responses/pagination.js';
+import { createResponseSchema } from '../../responses/request-schema.js';
+import type { ResponseRun } from '../../responses/response-run.js';
+import type { InputItem } from '../../responses/types.js';
+import type { GatewayContext } from '../context.js';
+import { toSluiceError } from '../error-handler.js';
+import { headerForwarder } from '../forwarded-headers.js';
+import { SSE_HEADERS } from '../relay-stream.js';
+import { RequestObserver } from '../request-observer.js';
+import { validateBody } from '../schemas/validate.js';
+import { sseEventWriter } from '../sse-writer.js';
+
+type IdRequest = FastifyRequest<{ Params: { id: string }; Querystring: Record<string, string | undefined> }>;
+
+function startSse(reply: FastifyReply, requestId: string): void {
+  reply.hijack();
+  reply.raw.writeHead(200, { ...SSE_HEADERS, 'x-request-id': requestId });
+}
+
+/** Streams a live run to a client: what it emitted so far, then each new event until the terminal one. */
+function watch(reply: FastifyReply, run: ResponseRun, startingAfter: number): Promise<void> {
+  const writer = sseEventWriter(reply.raw);
+  for (const json of run.events) {
+    const event = JSON.parse(json) as { type: string; sequence_number: number };
+    if (event.sequence_number > startingAfter) writer.write(json, event.type);
+  }
+  if (reply.raw.writableEnded) return Promise.resolve();
+  run.addWriter(writer);
+  return new Promise((resolve) => {
+    reply.raw.once('close', () => {
+      run.removeWriter(writer);
+      resolve();
+    });
+  });
+}
+
+export function responseRoutes(ctx: GatewayContext) {
+  const forward = headerForwarder(ctx.config.server.forwardHeaders);
+  const service = ctx.responses;
+
+  async function create(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+    const observer = new RequestObserver(ctx.metrics, ctx.log, 'responses', request.id);
+    const controller = new AbortController();
+    reply.raw.once('close', () => {
+      if (!reply.raw.writableFinished) controller.abort(new ClientDisconnected());
+    });
+    try {
+      if (ctx.lifecycle.draining) throw new GatewayShuttingDown();
+      const body = validateBody(createResponseSchema, request.body);
+      observer.model = body.model;
+      const hashHeader = request.headers[ctx.config.routing.hashHeader];
+      const prepared = await service.prepare({
+        request: body,
+        requestId: request.id,
+        wantsText: ctx.router.wantsText(body.model),
+        hashKey: typeof hashHeader === 'string' ? hashHeader : undefined,
+        headers: forward(request.headers),
+        signal: controller.signal,
+        receivedAt: performance.now(),
+      });
+      if (body.background) {
+        const { run, queuedJson } = await service.startBackground(prepared);
+        if (!body.stream) {
+          reply.code(200).type('application/json').header('x-request-id', request.id).send(queuedJson);
+          observer.finish(200, 'queued');
+          return;
+        }
+        startSse(reply, request.id);
+        observer.firstByte();
+        await watch(reply, run, -1);
+        observer.finish(200, 'streamed');
+        return;
+      }
+      const opened = await service.open(prepared);
+      observer.worker = opened.attempt.worker.id;
+      observer.upstreamRequestId = opened.attempt.requestId;
+      const run = service.newRun(prepared);
+      if (body.stream) {
+        startSse(reply, request.id);
+        observer.firstByte();
+        run.addWriter(sseEventWriter(reply.raw));
+        const terminal = await service.runForeground(prepared, run, opened, controller.signal);
+        if (!reply.raw.writableEnded) reply.raw.end();
+        observer.finish(200, terminal.status);
+        return;
+      }
+      const terminal = await service.runForeground(prepared, run, opened, controller.signal);
+      reply.code(200).type('application/json').header('x-request-id', request.id).send(terminal.json);
+      observer.finish(200, terminal.status);
+    } catch (err) {
+      const error = toSluiceError(err, ctx.config.server.bodyLimitBytes);
+      if (error instanceof ClientDisconnected) {
+        ctx.metrics.clientDisconnects.inc({ api: 'responses', model: observer.model });
+        observer.finish(499, 'client_gone');
+        if (!reply.sent) reply.hijack();
+        reply.raw.destroy();
+        return;
+      }
+      observer.finish(error.status, 'error', { code: error.code });
+      throw error;
+    }
+  }
+
+  return async (app: FastifyInstance): Promise<void> => {
+    app.post('/v1/responses', create);
+
+    app.get('/v1/responses/:id', async (request: IdRequest, reply) => {
+      const { id } = request.params;
+      if (request.query.stream === 'true') {
+        const startingAfter = Number(request.query.starting_after ?? -1);
+        const live = service.liveRun(id);
+        if (live) {
+          startSse(reply, request.id);
+          await watch(reply, live, Number.isFinite(startingAfter) ? startingAfter : -1);
+          return;
+        }
+        const stored = await service.retrieve(id);
+        startSse(reply, request.id);
+        const writer = sseEventWriter(reply.raw);
+        const events = stored.eventsJson
+          ? (JSON.parse(stored.eventsJson) as { type: string; sequence_number: number }[])
+          : [];
+        for (const event of events) {
+          if (event.sequence_number > startingAfter) writer.write(JSON.stringify(event), event.type);
+        }
+        if (!reply.raw.writableEnded) reply.raw.end();
+        return;
+      }
+      const stored = await service.retrieve(id);
+      reply.type('application/json').send(stored.json);
+    });
+
+    app.delete('/v1/responses/:id', async (request: IdRequest) => {
+      await service.delete(request.params.id);
+      return { id: request.params.id, object: 'response.deleted', deleted: true };
+    });
+
+    app.post('/v1/responses/:id/cancel', async (request: IdRequest, reply) => {
+      reply.type('application/json').send(await service.cancel(request.params.id));
+    });
+
+    app.get('/v1/responses/:id/input_items', async (request: IdRequest) => {
+      const stored = await service.retrieve(request.params.id);
+      const items = JSON.parse(stored.inputItemsJson) as InputItem[];
+      return listObject(pageOf(items, pageRequest(request.query)));
+    });
+  };
+}

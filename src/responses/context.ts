@@ -1,0 +1,76 @@
+import { InvalidRequest, NotFound } from '../errors/http-errors.js';
+import type { Store, StoredResponse } from '../storage/types.js';
+import type { CreateResponseRequest } from './request-schema.js';
+import type { InputItem, OutputItem } from './types.js';
+
+/** How far back a `previous_response_id` chain is followed. */
+const MAX_CHAIN = 256;
+
+export interface ResolvedContext {
+  /** Earlier items (oldest first) the new input is appended to. */
+  history: (InputItem | OutputItem)[];
+  previousResponseId: string | null;
+  conversationId: string | null;
+}
+
+function itemsOf(response: StoredResponse): (InputItem | OutputItem)[] {
+  const input = JSON.parse(response.inputItemsJson) as InputItem[];
+  const output = (JSON.parse(response.json) as { output?: OutputItem[] }).output ?? [];
+  return [...input, ...output];
+}
+
+/**
+ * Rebuilds what came before a request: the chain of `previous_response_id` (each response's
+ * input then output, oldest first), or the items of its `conversation`. Unknown ids are 404s.
+ */
+export async function resolveContext(
+  store: Store | undefined,
+  request: CreateResponseRequest,
+): Promise<ResolvedContext> {
+  const conversation = request.conversation;
+  const conversationId = typeof conversation === 'string' ? conversation : (conversation?.id ?? null);
+  if (request.previous_response_id && conversationId) {
+    throw new InvalidRequest(
+      'previous_response_id and conversation cannot be used together.',
+      'previous_response_id',
+      'invalid_value',
+    );
+  }
+  if (request.previous_response_id) {
+    if (!store)
+      throw notFound(
+        'previous_response_not_found',
+        request.previous_response_id,
+        'response',
+        'previous_response_id',
+      );
+    const chain: StoredResponse[] = [];
+    let id: string | null = request.previous_response_id;
+    while (id && chain.length < MAX_CHAIN) {
+      const found = await store.getResponse(id);
+      if (!found) {
+        if (chain.length === 0)
+          throw notFound('previous_response_not_found', id, 'response', 'previous_response_id');
+        break; // an ancestor was deleted: the context starts after it
+      }
+      chain.push(found);
+      id = found.previousResponseId;
+    }
+    const history = chain.reverse().flatMap(itemsOf);
+    return { history, previousResponseId: request.previous_response_id, conversationId: null };
+  }
+  if (conversationId) {
+    const items = store ? await store.allConversationItems(conversationId) : undefined;
+    if (!items) throw notFound('conversation_not_found', conversationId, 'conversation', 'conversation');
+    return {
+      history: items.map((item) => JSON.parse(item.json) as InputItem),
+      previousResponseId: null,
+      conversationId,
+    };
+  }
+  return { history: [], previousResponseId: null, conversationId: null };
+}
+
+function notFound(code: string, id: string, what: string, param: string): NotFound {
+  return new NotFound(`No ${what} found with id '${id}'.`, code, param);
+}

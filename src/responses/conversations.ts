@@ -1,0 +1,113 @@
+import { z } from 'zod';
+import { InvalidRequest, NotFound } from '../errors/http-errors.js';
+import type { PageRequest, Store, StoredItem } from '../storage/types.js';
+import { newId } from './ids.js';
+import { normaliseInput } from './input-items.js';
+import { inputItemSchema } from './request-schema.js';
+import type { InputItem } from './types.js';
+
+const metadataSchema = z
+  .record(z.string().max(64), z.string().max(512))
+  .refine((m) => Object.keys(m).length <= 16, 'at most 16 metadata keys');
+
+export const createConversationSchema = z.looseObject({
+  metadata: metadataSchema.nullable().optional(),
+  items: z.array(inputItemSchema).max(20).nullable().optional(),
+});
+
+export const updateConversationSchema = z.looseObject({ metadata: metadataSchema });
+
+export const addItemsSchema = z.looseObject({ items: z.array(inputItemSchema).min(1).max(20) });
+
+export interface ConversationObject {
+  id: string;
+  object: 'conversation';
+  created_at: number;
+  metadata: Record<string, string>;
+}
+
+function toItems(items: InputItem[]): StoredItem[] {
+  return items.map((item) => ({ id: item.id, json: JSON.stringify(item) }));
+}
+
+/** The Conversations API: a durable list of items that responses can read and append to. */
+export class ConversationsService {
+  constructor(private readonly store: Store | undefined) {}
+
+  private get backend(): Store {
+    if (!this.store)
+      throw new InvalidRequest('This gateway has no storage configured.', null, 'storage_disabled');
+    return this.store;
+  }
+
+  async create(body: z.output<typeof createConversationSchema>): Promise<ConversationObject> {
+    const conversation: ConversationObject = {
+      id: newId('conv'),
+      object: 'conversation',
+      created_at: Math.floor(Date.now() / 1000),
+      metadata: body.metadata ?? {},
+    };
+    const items = toItems(normaliseInput(body.items ?? []));
+    await this.backend.insertConversation(
+      {
+        id: conversation.id,
+        createdAt: conversation.created_at,
+        metadataJson: JSON.stringify(conversation.metadata),
+      },
+      items,
+    );
+    return conversation;
+  }
+
+  async get(id: string): Promise<ConversationObject> {
+    const stored = await this.backend.getConversation(id);
+    if (!stored) throw notFound(id);
+    return {
+      id: stored.id,
+      object: 'conversation',
+      created_at: stored.createdAt,
+      metadata: JSON.parse(stored.metadataJson) as Record<string, string>,
+    };
+  }
+
+  async update(id: string, metadata: Record<string, string>): Promise<ConversationObject> {
+    if (!(await this.backend.updateConversationMetadata(id, JSON.stringify(metadata)))) throw notFound(id);
+    return this.get(id);
+  }
+
+  async delete(id: string): Promise<void> {
+    if (!(await this.backend.deleteConversation(id))) throw notFound(id);
+  }
+
+  async listItems(id: string, page: PageRequest): Promise<{ data: InputItem[]; hasMore: boolean }> {
+    const found = await this.backend.listConversationItems(id, page);
+    if (!found) throw notFound(id);
+    return { data: found.data.map((item) => JSON.parse(item.json) as InputItem), hasMore: found.hasMore };
+  }
+
+  async addItems(id: string, items: z.output<typeof addItemsSchema>['items']): Promise<InputItem[]> {
+    const normalised = normaliseInput(items);
+    if (!(await this.backend.appendConversationItems(id, toItems(normalised)))) throw notFound(id);
+    return normalised;
+  }
+
+  async getItem(id: string, itemId: string): Promise<InputItem> {
+    await this.get(id);
+    const item = await this.backend.getConversationItem(id, itemId);
+    if (!item)
+      throw new NotFound(`No item '${itemId}' in conversation '${id}'.`, 'item_not_found', 'item_id');
+    return JSON.parse(item.json) as InputItem;
+  }
+
+  async deleteItem(id: string, itemId: string): Promise<ConversationObject> {
+    const conversation = await this.get(id);
+    if (!(await this.backend.deleteConversationItem(id, itemId))) {
+      throw new NotFound(`No item '${itemId}' in conversation '${id}'.`, 'item_not_found', 'item_id');
+    }
+    return conversation;
+  }
+}
+
+function notFound(id: string): NotFound {
+  return new NotFound(`No conversation found with id '${id}'.`, 'conversation_not_found', 'conversation_id');
+}

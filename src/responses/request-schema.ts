@@ -1,0 +1,115 @@
+import { z } from 'zod';
+
+/**
+ * The body of `POST /v1/responses`. Fields sluice translates are checked; other documented
+ * fields (`include`, `truncation`, `service_tier`, ...) are accepted and have no effect.
+ */
+const opt = <T extends z.ZodType>(schema: T) => schema.nullable().optional();
+
+const textPart = z.looseObject({ type: z.enum(['input_text', 'output_text']), text: z.string() });
+const imagePart = z.looseObject({
+  type: z.literal('input_image'),
+  image_url: opt(z.string()),
+  file_id: opt(z.string()),
+  detail: opt(z.string()),
+});
+const refusalPart = z.looseObject({ type: z.literal('refusal'), refusal: z.string() });
+const contentPart = z.discriminatedUnion('type', [textPart, imagePart, refusalPart]);
+
+export const messageItemSchema = z.looseObject({
+  type: z.literal('message'),
+  id: opt(z.string()),
+  role: z.enum(['user', 'assistant', 'system', 'developer']),
+  content: z.union([z.string(), z.array(contentPart)]),
+  status: opt(z.string()),
+});
+
+export const functionCallItemSchema = z.looseObject({
+  type: z.literal('function_call'),
+  id: opt(z.string()),
+  call_id: z.string().min(1),
+  name: z.string().min(1),
+  arguments: z.string(),
+  status: opt(z.string()),
+});
+
+export const functionCallOutputItemSchema = z.looseObject({
+  type: z.literal('function_call_output'),
+  id: opt(z.string()),
+  call_id: z.string().min(1),
+  output: z.union([z.string(), z.array(z.looseObject({ type: z.string() }))]),
+  status: opt(z.string()),
+});
+
+export const reasoningItemSchema = z.looseObject({
+  type: z.literal('reasoning'),
+  id: opt(z.string()),
+  summary: opt(z.array(z.unknown())),
+  content: opt(z.array(z.unknown())),
+});
+
+/** An input item; a bare `{role, content}` is a message (OpenAI's "easy input message"). */
+export const inputItemSchema = z.preprocess(
+  (value) =>
+    typeof value === 'object' && value !== null && !('type' in value) && 'role' in value
+      ? { type: 'message', ...value }
+      : value,
+  z.discriminatedUnion('type', [
+    messageItemSchema,
+    functionCallItemSchema,
+    functionCallOutputItemSchema,
+    reasoningItemSchema,
+  ]),
+);
+export type InputItemRequest = z.output<typeof inputItemSchema>;
+
+const functionTool = z.looseObject({
+  type: z.literal('function'),
+  name: z.string().min(1).max(64),
+  description: opt(z.string()),
+  parameters: opt(z.record(z.string(), z.unknown())),
+  strict: opt(z.boolean()),
+});
+
+const toolChoice = z.union([
+  z.enum(['auto', 'none', 'required']),
+  z.looseObject({ type: z.literal('function'), name: z.string().min(1) }),
+]);
+
+const textFormat = z.discriminatedUnion('type', [
+  z.looseObject({ type: z.literal('text') }),
+  z.looseObject({ type: z.literal('json_object') }),
+  z.looseObject({
+    type: z.literal('json_schema'),
+    name: z.string().min(1).max(64),
+    schema: z.record(z.string(), z.unknown()),
+    description: opt(z.string()),
+    strict: opt(z.boolean()),
+  }),
+]);
+
+export const createResponseSchema = z.looseObject({
+  model: z.string().min(1),
+  input: z.union([z.string(), z.array(inputItemSchema)]),
+  instructions: opt(z.string()),
+  temperature: opt(z.number().min(0).max(2)),
+  top_p: opt(z.number().min(0).max(1)),
+  max_output_tokens: opt(z.number().int().positive()),
+  tools: opt(z.array(functionTool)),
+  tool_choice: opt(toolChoice),
+  parallel_tool_calls: opt(z.boolean()),
+  text: opt(z.looseObject({ format: opt(textFormat) })),
+  metadata: opt(
+    z
+      .record(z.string().max(64), z.string().max(512))
+      .refine((m) => Object.keys(m).length <= 16, 'at most 16 metadata keys'),
+  ),
+  user: opt(z.string()),
+  store: opt(z.boolean()),
+  previous_response_id: opt(z.string().min(1)),
+  conversation: opt(z.union([z.string().min(1), z.looseObject({ id: z.string().min(1) })])),
+  background: opt(z.boolean()),
+  stream: opt(z.boolean()),
+  reasoning: opt(z.looseObject({ effort: opt(z.string()), summary: opt(z.string()) })),
+});
+export type CreateResponseRequest = z.output<typeof createResponseSchema>;

@@ -1,0 +1,337 @@
+import type { ParsedChunk, Usage } from '../streams/chat-stream-tracker.js';
+import { newId } from './ids.js';
+import type {
+  FunctionCallItem,
+  ItemStatus,
+  MessageItem,
+  OutputItem,
+  ReasoningItem,
+  ResponseEventBody,
+  ResponseObject,
+  ResponseStatus,
+  ResponseUsage,
+} from './types.js';
+
+/** Receives each event as JSON text, in order, with its type. */
+export type EventSink = (json: string, type: string) => void;
+
+interface ToolCallDelta {
+  index?: number;
+  id?: string;
+  function?: { name?: string; arguments?: string };
+}
+
+interface ChoiceDelta {
+  content?: unknown;
+  reasoning_content?: unknown;
+  reasoning?: unknown;
+  tool_calls?: ToolCallDelta[];
+}
+
+export type TerminalKind =
+  | { kind: 'finished'; finishReason: string | undefined }
+  | { kind: 'failed'; code: string; message: string }
+  | { kind: 'cancelled' };
+
+export function toResponseUsage(usage: Usage): ResponseUsage {
+  const details = usage as {
+    prompt_tokens_details?: { cached_tokens?: number } | null;
+    completion_tokens_details?: { reasoning_tokens?: number } | null;
+  };
+  return {
+    input_tokens: usage.prompt_tokens,
+    input_tokens_details: { cached_tokens: details.prompt_tokens_details?.cached_tokens ?? 0 },
+    output_tokens: usage.completion_tokens,
+    output_tokens_details: { reasoning_tokens: details.completion_tokens_details?.reasoning_tokens ?? 0 },
+    total_tokens: usage.total_tokens,
+  };
+}
+
+/**
+ * Turns the chunks of one chat-completions stream into the Responses event ladder
+ * (shared/STREAMS.md section 2) while keeping the response object current. Every event gets
+ * the next `sequence_number`. `terminal()` closes every item still open (as completed, or as
+ * incomplete with its partial text when the response did not complete) and builds the one
+ * terminal event around the exact JSON text of the final response, which is also what gets stored.
+ */
+export class ResponseBuilder {
+  private sequence = 0;
+  private message: { item: MessageItem; index: number } | undefined;
+  private reasoning: { item: ReasoningItem; index: number } | undefined;
+  private readonly calls = new Map<number, { item: FunctionCallItem; index: number }>();
+  private finishReason: string | undefined;
+
+  constructor(
+    readonly response: ResponseObject,
+    private readonly sink: EventSink,
+  ) {}
+
+  get nextSequence(): number {
+    return this.sequence;
+  }
+
+  /**
+   * `response.created` then `response.in_progress`; for a background response that waits,
+   * `response.created` (status queued) then `response.queued`, and `started()` later.
+   */
+  begin(queued = false): void {
+    if (queued) {
+      this.response.status = 'queued';
+      this.emitResponse('response.created');
+      this.emitResponse('response.queued');
+      return;
+    }
+    this.response.status = 'in_progress';
+    this.emitResponse('response.created');
+    this.emitResponse('response.in_progress');
+  }
+
+  /** `response.in_progress` for a queued background response that starts now. */
+  started(): void {
+    this.response.status = 'in_progress';
+    this.emitResponse('response.in_progress');
+  }
+
+  chunk(chunk: ParsedChunk): void {
+    if (chunk.usage) this.response.usage = toResponseUsage(chunk.usage);
+    const choice = chunk.choices?.[0];
+    if (!choice) return;
+    const delta = choice.delta as ChoiceDelta | undefined;
+    if (delta) {
+      const reasoning = delta.reasoning_content ?? delta.reasoning;
+      if (typeof reasoning === 'string' && reasoning.length > 0) this.reasoningDelta(reasoning);
+      if (typeof delta.content === 'string' && delta.content.length > 0) this.textDelta(delta.content);
+      if (Array.isArray(delta.tool_calls)) for (const call of delta.tool_calls) this.toolCallDelta(call);
+    }
+    if (typeof choice.finish_reason === 'string') this.finishReason = choice.finish_reason;
+  }
+
+  /**
+   * Closes what is open and returns the final response object's JSON text with the terminal
+   * event built around it. Nothing is emitted: the caller stores, then calls `emitTerminal`.
+   */
+  terminal(end: TerminalKind): {
+    responseJson: string;
+    eventJson: string;
+    type: string;
+    status: ResponseStatus;
+  } {
+    let status: ResponseStatus;
+    let type: string;
+    if (end.kind === 'finished') {
+      const reason = end.finishReason ?? this.finishReason;
+      if (reason === 'length' || reason === 'content_filter') {
+        status = 'incomplete';
+        type = 'response.incomplete';
+        this.response.incomplete_details = {
+          reason: reason === 'length' ? 'max_output_tokens' : 'content_filter',
+        };
+      } else {
+        status = 'completed';
+        type = 'response.completed';
+      }
+    } else if (end.kind === 'failed') {
+      status = 'failed';
+      type = 'response.failed';
+      this.response.error = { code: end.code, message: end.message };
+    } else {
+      status = 'cancelled';
+      type = 'response.failed';
+      this.response.error = { code: 'response_cancelled', message: 'The response was cancelled.' };
+    }
+    this.closeAll(status === 'completed' ? 'completed' : 'incomplete');
+    this.response.status = status;
+    if (status === 'completed' || status === 'incomplete')
+      this.response.completed_at = Math.floor(Date.now() / 1000);
+    const responseJson = JSON.stringify(this.response);
+    const eventJson = `{"type":"${type}","sequence_number":${this.sequence++},"response":${responseJson}}`;
+    return { responseJson, eventJson, type, status };
+  }
+
+  private emit(body: ResponseEventBody): void {
+    const { type, ...fields } = body;
+    this.sink(JSON.stringify({ type, sequence_number: this.sequence++, ...fields }), type);
+  }
+
+  private emitResponse(type: string): void {
+    this.sink(
+      `{"type":"${type}","sequence_number":${this.sequence++},"response":${JSON.stringify(this.response)}}`,
+      type,
+    );
+  }
+
+  private addItem<T extends OutputItem>(item: T): number {
+    const index = this.response.output.length;
+    this.response.output.push(item);
+    // Serialised at once: the event shows the item as it starts, before any content.
+    this.emit({ type: 'response.output_item.added', output_index: index, item });
+    return index;
+  }
+
+  private reasoningDelta(text: string): void {
+    this.closeMessage('completed');
+    if (!this.reasoning) {
+      const item: ReasoningItem = {
+        id: newId('rs'),
+        type: 'reasoning',
+        status: 'in_progress',
+        summary: [],
+        content: [],
+      };
+      const index = this.addItem(item);
+      item.content.push({ type: 'reasoning_text', text: '' });
+      this.emit({
+        type: 'response.content_part.added',
+        item_id: item.id,
+        output_index: index,
+        content_index: 0,
+        part: { type: 'reasoning_text', text: '' },
+      });
+      this.reasoning = { item, index };
+    }
+    const { item, index } = this.reasoning;
+    item.content[0]!.text += text;
+    this.emit({
+      type: 'response.reasoning_text.delta',
+      item_id: item.id,
+      output_index: index,
+      content_index: 0,
+      delta: text,
+    });
+  }
+
+  private textDelta(text: string): void {
+    this.closeReasoning('completed');
+    if (!this.message) {
+      const item: MessageItem = {
+        id: newId('msg'),
+        type: 'message',
+        status: 'in_progress',
+        role: 'assistant',
+        content: [],
+      };
+      const index = this.addItem(item);
+      const part = { type: 'output_text' as const, text: '', annotations: [], logprobs: [] };
+      item.content.push({ ...part });
+      this.emit({
+        type: 'response.content_part.added',
+        item_id: item.id,
+        output_index: index,
+        content_index: 0,
+        part,
+      });
+      this.message = { item, index };
+    }
+    const { item, index } = this.message;
+    item.content[0]!.text += text;
+    this.emit({
+      type: 'response.output_text.delta',
+      item_id: item.id,
+      output_index: index,
+      content_index: 0,
+      delta: text,
+      logprobs: [],
+    });
+  }
+
+  private toolCallDelta(delta: ToolCallDelta): void {
+    const key = typeof delta.index === 'number' ? delta.index : 0;
+    let open = this.calls.get(key);
+    if (!open) {
+      this.closeReasoning('completed');
+      this.closeMessage('completed');
+      for (const other of this.calls.keys()) this.closeCall(other, 'completed');
+      const item: FunctionCallItem = {
+        id: newId('fc'),
+        type: 'function_call',
+        status: 'in_progress',
+        arguments: '',
+        call_id: delta.id ?? newId('call'),
+        name: delta.function?.name ?? '',
+      };
+      open = { item, index: this.addItem(item) };
+      this.calls.set(key, open);
+    } else if (delta.function?.name && !open.item.name) {
+      open.item.name = delta.function.name;
+    }
+    const fragment = delta.function?.arguments;
+    if (typeof fragment === 'string' && fragment.length > 0) {
+      open.item.arguments += fragment;
+      this.emit({
+        type: 'response.function_call_arguments.delta',
+        item_id: open.item.id,
+        output_index: open.index,
+        delta: fragment,
+      });
+    }
+  }
+
+  private closeAll(status: ItemStatus): void {
+    this.closeReasoning(status);
+    this.closeMessage(status);
+    for (const key of [...this.calls.keys()]) this.closeCall(key, status);
+  }
+
+  private closeReasoning(status: ItemStatus): void {
+    if (!this.reasoning) return;
+    const { item, index } = this.reasoning;
+    this.reasoning = undefined;
+    const part = item.content[0]!;
+    this.emit({
+      type: 'response.reasoning_text.done',
+      item_id: item.id,
+      output_index: index,
+      content_index: 0,
+      text: part.text,
+    });
+    this.emit({
+      type: 'response.content_part.done',
+      item_id: item.id,
+      output_index: index,
+      content_index: 0,
+      part,
+    });
+    item.status = status;
+    this.emit({ type: 'response.output_item.done', output_index: index, item });
+  }
+
+  private closeMessage(status: ItemStatus): void {
+    if (!this.message) return;
+    const { item, index } = this.message;
+    this.message = undefined;
+    const part = item.content[0]!;
+    this.emit({
+      type: 'response.output_text.done',
+      item_id: item.id,
+      output_index: index,
+      content_index: 0,
+      text: part.text,
+      logprobs: [],
+    });
+    this.emit({
+      type: 'response.content_part.done',
+      item_id: item.id,
+      output_index: index,
+      content_index: 0,
+      part,
+    });
+    item.status = status;
+    this.emit({ type: 'response.output_item.done', output_index: index, item });
+  }
+
+  private closeCall(key: number, status: ItemStatus): void {
+    const open = this.calls.get(key);
+    if (!open) return;
+    this.calls.delete(key);
+    const { item, index } = open;
+    this.emit({
+      type: 'response.function_call_arguments.done',
+      item_id: item.id,
+      output_index: index,
+      name: item.name,
+      arguments: item.arguments,
+    });
+    item.status = status;
+    this.emit({ type: 'response.output_item.done', output_index: index, item });
+  }
+}

@@ -1,0 +1,369 @@
+import type { Dispatcher, DispatchRequest, OpenedStream } from '../dispatch/dispatcher.js';
+import type { SluiceError } from '../errors/base.js';
+import { isSluiceError } from '../errors/base.js';
+import { ClientDisconnected, InvalidRequest, NotFound } from '../errors/http-errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { GatewayMetrics } from '../observability/metrics.js';
+import type { Store, StoredResponse } from '../storage/types.js';
+import { resolveContext } from './context.js';
+import { newId } from './ids.js';
+import { normaliseInput } from './input-items.js';
+import type { CreateResponseRequest } from './request-schema.js';
+import { ResponseRun, type RunEnd } from './response-run.js';
+import { type ChatMessage, contextToMessages, toChatRequest } from './to-chat.js';
+import type { InputItem, ResponseObject } from './types.js';
+
+/** How the HTTP layer describes a create call. */
+export interface CreateCall {
+  request: CreateResponseRequest;
+  requestId: string;
+  /** Whether the model's routing policy wants the prompt text (cache_aware). */
+  wantsText: boolean;
+  hashKey: string | undefined;
+  headers: Record<string, string>;
+  /** Aborted when the client goes away (ignored by background responses). */
+  signal: AbortSignal;
+  receivedAt: number;
+}
+
+export interface Terminal {
+  json: string;
+  eventJson: string;
+  type: string;
+  status: string;
+}
+
+/** How often a background run writes its progress (and reads a cancel request). */
+const PROGRESS_INTERVAL_MS = 250;
+
+/**
+ * The Responses API on top of chat-completions workers: translates a request, runs it through
+ * the dispatcher, builds the event ladder, and stores exactly what was emitted. Background runs
+ * live here, keyed by response id, so that cancel and live replay can find them.
+ */
+export class ResponsesService {
+  private readonly background = new Map<string, { run: ResponseRun; done: Promise<Terminal> }>();
+
+  constructor(
+    private readonly dispatcher: Dispatcher,
+    private readonly store: Store | undefined,
+    private readonly metrics: GatewayMetrics,
+    private readonly log: Logger,
+  ) {}
+
+  /** Validates and prepares a create call; throws HTTP errors (404 for unknown ids) before anything starts. */
+  async prepare(call: CreateCall): Promise<PreparedResponse> {
+    const { request } = call;
+    this.dispatcher.assertModel(request.model);
+    const store = request.store !== false;
+    if (request.background && !store) {
+      throw new InvalidRequest('Background responses need store=true.', 'background', 'invalid_value');
+    }
+    if (store && !this.store)
+      throw new InvalidRequest(
+        'This gateway has no storage configured; send store=false.',
+        'store',
+        'invalid_value',
+      );
+    const context = await resolveContext(this.store, request);
+    const input = normaliseInput(request.input);
+    const messages = contextToMessages(request.instructions, [...context.history, ...input]);
+    const response = baseResponse(request, context.previousResponseId, context.conversationId, store);
+    const payload = JSON.stringify(toChatRequest(request, messages));
+    const dispatch: DispatchRequest = {
+      api: 'responses',
+      path: '/v1/chat/completions',
+      model: request.model,
+      payload,
+      stream: true,
+      requestId: call.requestId,
+      route: { text: call.wantsText ? messagesText(messages) : undefined, hashKey: call.hashKey },
+      rank: undefined,
+      headers: call.headers,
+      signal: call.signal,
+      receivedAt: call.receivedAt,
+    };
+    return { response, input, dispatch, store, conversationId: context.conversationId };
+  }
+
+  /** Opens the engine stream for a foreground response (pre-first-byte errors are thrown as HTTP errors). */
+  open(prepared: PreparedResponse): Promise<OpenedStream> {
+    return this.dispatcher.openStream(prepared.dispatch);
+  }
+
+  /** Runs a foreground response to its end; `run` has its writers attached already. */
+  async runForeground(
+    prepared: PreparedResponse,
+    run: ResponseRun,
+    opened: OpenedStream,
+    signal: AbortSignal,
+  ): Promise<Terminal> {
+    const onGone = () => run.abandon();
+    signal.addEventListener('abort', onGone, { once: true });
+    run.builder.begin();
+    const end = await run.follow(opened);
+    signal.removeEventListener('abort', onGone);
+    this.count(prepared, end);
+    return this.finish(prepared, run, end, 'insert');
+  }
+
+  newRun(prepared: PreparedResponse): ResponseRun {
+    return new ResponseRun(prepared.response, prepared.store);
+  }
+
+  /**
+   * Starts a background response: stored at once as `queued`, then generated detached from the
+   * client. Returns its run (for a streaming client to watch) and the stored JSON.
+   */
+  async startBackground(prepared: PreparedResponse): Promise<{ run: ResponseRun; queuedJson: string }> {
+    prepared.response.status = 'queued';
+    const run = this.newRun(prepared);
+    const queuedJson = JSON.stringify(prepared.response);
+    await this.store!.insertResponse(record(prepared, queuedJson, 'queued', null));
+    // Detached from the client: its own abort signal, never the client's.
+    const controller = new AbortController();
+    prepared.dispatch = { ...prepared.dispatch, signal: controller.signal };
+    const done = this.runBackground(prepared, run, controller);
+    this.background.set(prepared.response.id, { run, done });
+    void done.finally(() => this.background.delete(prepared.response.id));
+    return { run, queuedJson };
+  }
+
+  private async runBackground(
+    prepared: PreparedResponse,
+    run: ResponseRun,
+    controller: AbortController,
+  ): Promise<Terminal> {
+    const id = prepared.response.id;
+    run.builder.begin(true);
+    let end: RunEnd;
+    let ticker: NodeJS.Timeout | undefined;
+    try {
+      const opening = this.dispatcher.openStream(prepared.dispatch);
+      const cancelWhileQueued = setInterval(() => {
+        void this.store!.getResponse(id).then((r) => {
+          if (r?.cancelRequested) controller.abort(new ClientDisconnected());
+        });
+      }, PROGRESS_INTERVAL_MS);
+      let opened: OpenedStream;
+      try {
+        opened = await opening;
+      } finally {
+        clearInterval(cancelWhileQueued);
+      }
+      run.builder.started();
+      ticker = setInterval(() => void this.progress(id, run), PROGRESS_INTERVAL_MS);
+      end = await run.follow(opened);
+    } catch (err) {
+      end = controller.signal.aborted
+        ? { kind: 'cancelled' }
+        : { kind: 'failed', code: codeOf(err), message: (err as Error).message };
+    } finally {
+      if (ticker) clearInterval(ticker);
+    }
+    this.count(prepared, end);
+    return this.finish(prepared, run, end, 'update');
+  }
+
+  /** Writes a background run's progress and honours a cancel request made on any replica. */
+  private async progress(id: string, run: ResponseRun): Promise<void> {
+    try {
+      const stored = await this.store!.getResponse(id);
+      if (stored?.cancelRequested) {
+        run.cancel();
+        return;
+      }
+      await this.store!.updateResponse(id, {
+        json: JSON.stringify(run.response),
+        status: run.response.status,
+      });
+    } catch (err) {
+      this.log.warn({ responseId: id, err }, 'could not write background progress');
+    }
+  }
+
+  /** Builds the terminal event, stores the final object, then emits the event. */
+  private async finish(
+    prepared: PreparedResponse,
+    run: ResponseRun,
+    end: RunEnd,
+    write: 'insert' | 'update',
+  ): Promise<Terminal> {
+    let terminal = run.builder.terminal(end);
+    if (prepared.store && this.store) {
+      const eventsJson = `[${[...run.events, terminal.eventJson].join(',')}]`;
+      try {
+        if (write === 'insert') {
+          await this.store.insertResponse(
+            record(prepared, terminal.responseJson, terminal.status, eventsJson),
+          );
+        } else {
+          await this.store.updateResponse(prepared.response.id, {
+            json: terminal.responseJson,
+            status: terminal.status,
+            eventsJson,
+          });
+        }
+        if (
+          prepared.conversationId &&
+          (terminal.status === 'completed' || terminal.status === 'incomplete')
+        ) {
+          const items = [...prepared.input, ...run.response.output].map((item) => ({
+            id: item.id,
+            json: JSON.stringify(item),
+          }));
+          await this.store.appendConversationItems(prepared.conversationId, items);
+        }
+      } catch (err) {
+        this.log.error({ responseId: prepared.response.id, err }, 'storing the response failed');
+        // Never silent: the client learns in the terminal event that nothing was stored.
+        terminal = run.builder.terminal({
+          kind: 'failed',
+          code: 'store_write_failed',
+          message: `The response could not be stored: ${(err as Error).message}`,
+        });
+      }
+    }
+    run.publish(terminal.eventJson, terminal.type);
+    return {
+      json: terminal.responseJson,
+      eventJson: terminal.eventJson,
+      type: terminal.type,
+      status: terminal.status,
+    };
+  }
+
+  private count(prepared: PreparedResponse, end: RunEnd): void {
+    if (end.kind !== 'failed' || !end.error) return;
+    if (end.error instanceof ClientDisconnected) {
+      this.metrics.clientDisconnects.inc({ api: 'responses', model: prepared.response.model });
+    } else {
+      this.metrics.streamFailed('responses', prepared.response.model, end.error.reason);
+    }
+  }
+
+  async retrieve(id: string): Promise<StoredResponse> {
+    const stored = this.store ? await this.store.getResponse(id) : undefined;
+    if (!stored)
+      throw new NotFound(`No response found with id '${id}'.`, 'response_not_found', 'response_id');
+    return stored;
+  }
+
+  /** The live run of a background response in this process, if any. */
+  liveRun(id: string): ResponseRun | undefined {
+    return this.background.get(id)?.run;
+  }
+
+  async delete(id: string): Promise<void> {
+    this.background.get(id)?.run.cancel();
+    const deleted = this.store ? await this.store.deleteResponse(id) : false;
+    if (!deleted)
+      throw new NotFound(`No response found with id '${id}'.`, 'response_not_found', 'response_id');
+  }
+
+  /** Cancels a background response; returns its object once the cancellation is stored. */
+  async cancel(id: string): Promise<string> {
+    const stored = await this.retrieve(id);
+    const object = JSON.parse(stored.json) as ResponseObject;
+    if (!object.background) {
+      throw new InvalidRequest('Only background responses can be cancelled.', 'response_id', 'invalid_value');
+    }
+    if (stored.status !== 'queued' && stored.status !== 'in_progress') return stored.json;
+    await this.store!.requestCancel(id);
+    const local = this.background.get(id);
+    if (local) {
+      local.run.cancel();
+      return (await local.done).json;
+    }
+    // Running on another replica: it reads the request within its progress interval.
+    const until = Date.now() + 10 * PROGRESS_INTERVAL_MS + 2_000;
+    while (Date.now() < until) {
+      const now = await this.retrieve(id);
+      if (now.status !== 'queued' && now.status !== 'in_progress') return now.json;
+      await new Promise((resolve) => setTimeout(resolve, PROGRESS_INTERVAL_MS / 2));
+    }
+    return (await this.retrieve(id)).json;
+  }
+}
+
+export interface PreparedResponse {
+  response: ResponseObject;
+  input: InputItem[];
+  dispatch: DispatchRequest;
+  store: boolean;
+  conversationId: string | null;
+}
+
+/** The prompt as text, for prefix-aware routing (the same shape the chat route uses). */
+function messagesText(messages: readonly ChatMessage[]): string {
+  let text = '';
+  for (const message of messages)
+    if (typeof message.content === 'string') text += `${message.role}:${message.content}\n`;
+  return text;
+}
+
+function codeOf(err: unknown): string {
+  return isSluiceError(err) ? (err as SluiceError).code : 'internal_error';
+}
+
+function record(
+  prepared: PreparedResponse,
+  json: string,
+  status: string,
+  eventsJson: string | null,
+): StoredResponse {
+  return {
+    id: prepared.response.id,
+    json,
+    status,
+    model: prepared.response.model,
+    createdAt: prepared.response.created_at,
+    previousResponseId: prepared.response.previous_response_id,
+    conversationId: prepared.conversationId,
+    inputItemsJson: JSON.stringify(prepared.input),
+    eventsJson,
+    cancelRequested: false,
+  };
+}
+
+function baseResponse(
+  request: CreateResponseRequest,
+  previousResponseId: string | null,
+  conversationId: string | null,
+  store: boolean,
+): ResponseObject {
+  return {
+    id: newId('resp'),
+    object: 'response',
+    created_at: Math.floor(Date.now() / 1000),
+    status: 'in_progress',
+    background: request.background === true,
+    completed_at: null,
+    error: null,
+    incomplete_details: null,
+    instructions: request.instructions ?? null,
+    max_output_tokens: request.max_output_tokens ?? null,
+    model: request.model,
+    output: [],
+    parallel_tool_calls: request.parallel_tool_calls ?? true,
+    previous_response_id: previousResponseId,
+    conversation: conversationId ? { id: conversationId } : null,
+    reasoning: { effort: request.reasoning?.effort ?? null, summary: request.reasoning?.summary ?? null },
+    store,
+    temperature: request.temperature ?? 1,
+    text: { format: (request.text?.format as Record<string, unknown> | undefined) ?? { type: 'text' } },
+    tool_choice: request.tool_choice ?? 'auto',
+    tools: (request.tools ?? []).map((tool) => ({
+      type: 'function',
+      name: tool.name,
+      description: tool.description ?? null,
+      parameters: tool.parameters ?? null,
+      strict: tool.strict ?? true,
+    })),
+    top_p: request.top_p ?? 1,
+    truncation: 'disabled',
+    usage: null,
+    user: request.user ?? null,
+    metadata: request.metadata ?? {},
+  };
+}

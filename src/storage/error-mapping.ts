@@ -1,0 +1,87 @@
+import { StoreError } from '../errors/storage-errors.js';
+
+/**
+ * Turns driver errors into StoreErrors with stable codes. The message names the operation only:
+ * a StoreError's message reaches API clients, and driver messages can quote SQL or values. The
+ * driver error stays available as `cause` for the logs.
+ */
+export type StoreErrorCode = 'store_duplicate' | 'store_unavailable' | 'store_error';
+
+const MESSAGES: Record<StoreErrorCode, string> = {
+  store_duplicate: 'an object with this id already exists',
+  store_unavailable: 'the storage backend is unavailable',
+  store_error: 'the storage backend failed',
+};
+
+export function storeError(operation: string, code: StoreErrorCode, cause?: unknown): StoreError {
+  return new StoreError(`Storage ${operation}: ${MESSAGES[code]}.`, code, code === 'store_unavailable', {
+    cause,
+  });
+}
+
+export function fromSqliteError(operation: string, err: unknown): StoreError {
+  if (err instanceof StoreError) return err;
+  return storeError(operation, classifySqliteError(err), err);
+}
+
+export function fromPostgresError(operation: string, err: unknown): StoreError {
+  if (err instanceof StoreError) return err;
+  return storeError(operation, classifyPostgresError(err), err);
+}
+
+function classifySqliteError(err: unknown): StoreErrorCode {
+  const code = errorCode(err) ?? '';
+  if (code === 'SQLITE_CONSTRAINT_PRIMARYKEY' || code === 'SQLITE_CONSTRAINT_UNIQUE')
+    return 'store_duplicate';
+  // Another process held the write lock for longer than busy_timeout: worth retrying.
+  if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) return 'store_unavailable';
+  return 'store_error';
+}
+
+const PG_UNIQUE_VIOLATION = '23505';
+/** admin_shutdown, crash_shutdown, cannot_connect_now, too_many_connections. */
+const PG_UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300']);
+const PG_CONNECTION_EXCEPTION_CLASS = '08';
+const NETWORK_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'ECONNABORTED',
+  'EPIPE',
+  'ETIMEDOUT',
+  'EHOSTUNREACH',
+  'ENETUNREACH',
+  'ENOTFOUND',
+  'EAI_AGAIN',
+]);
+/** pg and pg-pool report lost or timed-out connections with plain Errors that have no code. */
+const CONNECTION_MESSAGES =
+  /Connection terminated|timeout exceeded when trying to connect|not queryable|Connection closed/i;
+
+function classifyPostgresError(err: unknown): StoreErrorCode {
+  const code = errorCode(err);
+  if (code === PG_UNIQUE_VIOLATION) return 'store_duplicate';
+  if (code !== undefined && isUnavailableCode(code)) return 'store_unavailable';
+  if (
+    err instanceof AggregateError &&
+    err.errors.some((inner) => isUnavailableCode(errorCode(inner) ?? ''))
+  ) {
+    return 'store_unavailable';
+  }
+  if (err instanceof Error && code === undefined && CONNECTION_MESSAGES.test(err.message)) {
+    return 'store_unavailable';
+  }
+  return 'store_error';
+}
+
+function isUnavailableCode(code: string): boolean {
+  return (
+    NETWORK_CODES.has(code) ||
+    PG_UNAVAILABLE_STATES.has(code) ||
+    (code.length === 5 && code.startsWith(PG_CONNECTION_EXCEPTION_CLASS))
+  );
+}
+
+function errorCode(err: unknown): string | undefined {
+  if (typeof err !== 'object' || err === null || !('code' in err)) return undefined;
+  return typeof err.code === 'string' ? err.code : undefined;
+}

@@ -1,0 +1,23 @@
+import { PostgresStore } from './postgres-store.js';
+import { SqliteStore } from './sqlite-store.js';
+import type { Store } from './types.js';
+
+export type StoreOptions =
+  | { kind: 'sqlite'; path: string }
+  | { kind: 'postgres'; url: string; schema?: string };
+
+/** Opens the configured backend; call `migrate()` before using it. */
+export function createStore(options: StoreOptions): Store {
+  switch (options.kind) {
+    case 'sqlite':
+      return new SqliteStore(options.path);
+    case 'postgres':
+      return new PostgresStore(options.url, { schema: options.schema });
+  }
+}
+
+export type { StoreErrorCode } from './error-mapping.js';
+export { POSTGRES_MIGRATIONS, SQLITE_MIGRATIONS } from './migrations.js';
+export { PostgresStore, type PostgresStoreOptions } from './postgres-store.js';
+export { SqliteStore, type SqliteStoreOptions } from './sqlite-store.js';
+export type * from './types.js';

@@ -1,0 +1,234 @@
+import pg from 'pg';
+import { fromPostgresError } from './error-mapping.js';
+import { migratePostgres } from './migrations.js';
+import { toPage } from './pagination.js';
+import {
+  type PostgresConversationRow,
+  type PostgresItemRow,
+  type PostgresResponseRow,
+  pageSql,
+  SQL,
+} from './postgres-sql.js';
+import type {
+  Page,
+  PageRequest,
+  ResponseUpdate,
+  Store,
+  StoredConversation,
+  StoredItem,
+  StoredResponse,
+} from './types.js';
+
+export interface PostgresStoreOptions {
+  /** Schema holding the tables, created by migrate() if missing; used as the connections' search_path. */
+  schema?: string | undefined;
+  /** How long to wait for a connection before failing with store_unavailable, in ms. */
+  connectionTimeoutMillis?: number | undefined;
+  maxConnections?: number | undefined;
+}
+
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+const ignore = (): void => {};
+
+/** The shared store for several gateway replicas. */
+export class PostgresStore implements Store {
+  readonly kind = 'postgres' as const;
+  private readonly pool: pg.Pool;
+  private readonly schema: string | undefined;
+  private closed = false;
+
+  constructor(url: string, options: PostgresStoreOptions = {}) {
+    const { schema } = options;
+    if (schema !== undefined && !SCHEMA_NAME.test(schema)) {
+      throw new TypeError(`Invalid PostgreSQL schema name ${JSON.stringify(schema)}: use a-z, 0-9 and _.`);
+    }
+    this.schema = schema;
+    this.pool = new pg.Pool({
+      connectionString: url,
+      connectionTimeoutMillis: options.connectionTimeoutMillis ?? 5000,
+      max: options.maxConnections ?? 10,
+      ...(schema === undefined ? {} : { options: `-c search_path=${schema}` }),
+    });
+    // An idle connection that breaks is reported here; unhandled, it would crash the process.
+    // The next query on the pool reports the outage as store_unavailable instead.
+    this.pool.on('error', ignore);
+  }
+
+  async migrate(): Promise<void> {
+    await this.transaction('migrate', (client) => migratePostgres(client, this.schema));
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    try {
+      await this.pool.end();
+    } catch (err) {
+      throw fromPostgresError('close', err);
+    }
+  }
+
+  async insertResponse(response: StoredResponse): Promise<void> {
+    await this.query('insertResponse', SQL.insertResponse, [
+      response.id,
+      response.createdAt,
+      response.status,
+      response.model,
+      response.previousResponseId,
+      response.conversationId,
+      response.json,
+      response.inputItemsJson,
+      response.eventsJson,
+      response.cancelRequested,
+      Date.now(),
+    ]);
+  }
+
+  async updateResponse(id: string, update: ResponseUpdate): Promise<boolean> {
+    const replaceEvents = update.eventsJson !== undefined;
+    const values = [id, update.json, update.status, Date.now(), replaceEvents, update.eventsJson ?? null];
+    return changed(await this.query('updateResponse', SQL.updateResponse, values));
+  }
+
+  async getResponse(id: string): Promise<StoredResponse | undefined> {
+    const { rows } = await this.query<PostgresResponseRow>('getResponse', SQL.getResponse, [id]);
+    return rows[0] && toStoredResponse(rows[0]);
+  }
+
+  async deleteResponse(id: string): Promise<boolean> {
+    return changed(await this.query('deleteResponse', SQL.deleteResponse, [id]));
+  }
+
+  async requestCancel(id: string): Promise<boolean> {
+    return changed(await this.query('requestCancel', SQL.requestCancel, [id, Date.now()]));
+  }
+
+  async insertConversation(conversation: StoredConversation, items: readonly StoredItem[]): Promise<void> {
+    await this.transaction('insertConversation', async (client) => {
+      const { id, createdAt, metadataJson } = conversation;
+      await client.query(SQL.insertConversation, [id, createdAt, metadataJson]);
+      if (items.length > 0) await client.query(SQL.appendItems, appendValues(id, items));
+    });
+  }
+
+  async getConversation(id: string): Promise<StoredConversation | undefined> {
+    const { rows } = await this.query<PostgresConversationRow>('getConversation', SQL.getConversation, [id]);
+    const row = rows[0];
+    return row && { id: row.id, createdAt: Number(row.created_at), metadataJson: row.metadata_json };
+  }
+
+  async updateConversationMetadata(id: string, metadataJson: string): Promise<boolean> {
+    const values = [id, metadataJson];
+    return changed(await this.query('updateConversationMetadata', SQL.updateConversationMetadata, values));
+  }
+
+  async deleteConversation(id: string): Promise<boolean> {
+    return changed(await this.query('deleteConversation', SQL.deleteConversation, [id]));
+  }
+
+  async appendConversationItems(id: string, items: readonly StoredItem[]): Promise<boolean> {
+    return this.transaction('appendConversationItems', async (client) => {
+      const locked = await client.query(SQL.lockConversation, [id]);
+      if (!changed(locked)) return false;
+      if (items.length > 0) await client.query(SQL.appendItems, appendValues(id, items));
+      return true;
+    });
+  }
+
+  async listConversationItems(id: string, page: PageRequest): Promise<Page<StoredItem> | undefined> {
+    const withCursor = page.after !== undefined;
+    const values = withCursor ? [id, page.limit + 1, page.after] : [id, page.limit + 1];
+    const sql = pageSql(page.order, withCursor);
+    const { rows } = await this.query<PostgresItemRow>('listConversationItems', sql, values);
+    if (rows.length === 0 && !(await this.conversationExists('listConversationItems', id))) return undefined;
+    return toPage(rows.map(toStoredItem), page.limit);
+  }
+
+  async allConversationItems(id: string): Promise<StoredItem[] | undefined> {
+    const { rows } = await this.query<PostgresItemRow>('allConversationItems', SQL.allItems, [id]);
+    if (rows.length === 0 && !(await this.conversationExists('allConversationItems', id))) return undefined;
+    return rows.map(toStoredItem);
+  }
+
+  async getConversationItem(conversationId: string, itemId: string): Promise<StoredItem | undefined> {
+    const values = [conversationId, itemId];
+    const { rows } = await this.query<PostgresItemRow>('getConversationItem', SQL.getItem, values);
+    return rows[0] && toStoredItem(rows[0]);
+  }
+
+  async deleteConversationItem(conversationId: string, itemId: string): Promise<boolean> {
+    return changed(await this.query('deleteConversationItem', SQL.deleteItem, [conversationId, itemId]));
+  }
+
+  private async conversationExists(operation: string, id: string): Promise<boolean> {
+    return changed(await this.query(operation, SQL.conversationExists, [id]));
+  }
+
+  private async query<R extends pg.QueryResultRow>(
+    operation: string,
+    sql: string,
+    values: unknown[],
+  ): Promise<pg.QueryResult<R>> {
+    try {
+      return await this.pool.query<R>(sql, values);
+    } catch (err) {
+      throw fromPostgresError(operation, err);
+    }
+  }
+
+  private async transaction<T>(operation: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.pool.connect();
+    } catch (err) {
+      throw fromPostgresError(operation, err);
+    }
+    // A checked-out client has no pool listener: a connection lost between two queries would
+    // otherwise be an unhandled 'error' event. The failing query reports it.
+    client.on('error', ignore);
+    try {
+      await client.query('BEGIN');
+      const result = await work(client);
+      await client.query('COMMIT');
+      client.off('error', ignore);
+      client.release();
+      return result;
+    } catch (err) {
+      const rolledBack = await client.query('ROLLBACK').then(
+        () => true,
+        () => false,
+      );
+      client.off('error', ignore);
+      // A client whose rollback failed is in an unknown state: destroy it rather than reuse it.
+      client.release(!rolledBack);
+      throw fromPostgresError(operation, err);
+    }
+  }
+}
+
+function changed(result: pg.QueryResult): boolean {
+  return (result.rowCount ?? 0) > 0;
+}
+
+function appendValues(id: string, items: readonly StoredItem[]): unknown[] {
+  return [id, items.map((item) => item.id), items.map((item) => item.json)];
+}
+
+function toStoredResponse(row: PostgresResponseRow): StoredResponse {
+  return {
+    id: row.id,
+    json: row.json,
+    status: row.status,
+    model: row.model,
+    createdAt: Number(row.created_at),
+    previousResponseId: row.previous_response_id,
+    conversationId: row.conversation_id,
+    inputItemsJson: row.input_items_json,
+    eventsJson: row.events_json,
+    cancelRequested: row.cancel_requested,
+  };
+}
+
+function toStoredItem(row: PostgresItemRow): StoredItem {
+  return { id: row.item_id, json: row.json };
+}

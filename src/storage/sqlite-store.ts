@@ -1,0 +1,239 @@
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { fromSqliteError, storeError } from './error-mapping.js';
+import { migrateSqlite } from './migrations.js';
+import { toPage } from './pagination.js';
+import {
+  prepareSqliteStatements,
+  type SqliteItemRow,
+  type SqliteResponseRow,
+  type SqliteStatements,
+} from './sqlite-statements.js';
+import type {
+  Page,
+  PageRequest,
+  ResponseUpdate,
+  Store,
+  StoredConversation,
+  StoredItem,
+  StoredResponse,
+} from './types.js';
+
+export interface SqliteStoreOptions {
+  /** How long a write waits for another process's write lock before failing, in ms. */
+  busyTimeoutMs?: number | undefined;
+}
+
+/**
+ * The embedded store. better-sqlite3 is synchronous, so every method finishes its work before
+ * returning its promise; several processes may still share the file (WAL, busy_timeout).
+ */
+export class SqliteStore implements Store {
+  readonly kind = 'sqlite' as const;
+  private readonly db: Database.Database;
+  private prepared: Prepared | undefined;
+
+  constructor(path: string, options: SqliteStoreOptions = {}) {
+    try {
+      if (path !== ':memory:' && path !== '') mkdirSync(dirname(path), { recursive: true });
+      this.db = new Database(path);
+      this.db.pragma('journal_mode = WAL');
+      this.db.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 5000)}`);
+      this.db.pragma('foreign_keys = ON');
+    } catch (err) {
+      throw fromSqliteError('open', err);
+    }
+  }
+
+  async migrate(): Promise<void> {
+    this.run('migrate', () => {
+      migrateSqlite(this.db);
+      this.prepared ??= prepare(this.db);
+    });
+  }
+
+  async close(): Promise<void> {
+    this.prepared = undefined;
+    this.run('close', () => this.db.close());
+  }
+
+  async insertResponse(response: StoredResponse): Promise<void> {
+    this.withPrepared('insertResponse', ({ statements }) => {
+      statements.insertResponse.run({
+        ...response,
+        cancelRequested: response.cancelRequested ? 1 : 0,
+        updatedAt: Date.now(),
+      });
+    });
+  }
+
+  async updateResponse(id: string, update: ResponseUpdate): Promise<boolean> {
+    return this.withPrepared('updateResponse', ({ statements }) => {
+      const replaceEvents = update.eventsJson !== undefined;
+      const result = statements.updateResponse.run({
+        id,
+        json: update.json,
+        status: update.status,
+        replaceEvents: replaceEvents ? 1 : 0,
+        eventsJson: update.eventsJson ?? null,
+        updatedAt: Date.now(),
+      });
+      return result.changes > 0;
+    });
+  }
+
+  async getResponse(id: string): Promise<StoredResponse | undefined> {
+    return this.withPrepared('getResponse', ({ statements }) => {
+      const row = statements.getResponse.get(id);
+      return row && toStoredResponse(row);
+    });
+  }
+
+  async deleteResponse(id: string): Promise<boolean> {
+    return this.withPrepared(
+      'deleteResponse',
+      ({ statements }) => statements.deleteResponse.run(id).changes > 0,
+    );
+  }
+
+  async requestCancel(id: string): Promise<boolean> {
+    return this.withPrepared(
+      'requestCancel',
+      ({ statements }) => statements.requestCancel.run(Date.now(), id).changes > 0,
+    );
+  }
+
+  async insertConversation(conversation: StoredConversation, items: readonly StoredItem[]): Promise<void> {
+    this.withPrepared('insertConversation', ({ insertConversation }) =>
+      insertConversation.immediate(conversation, items),
+    );
+  }
+
+  async getConversation(id: string): Promise<StoredConversation | undefined> {
+    return this.withPrepared('getConversation', ({ statements }) => {
+      const row = statements.getConversation.get(id);
+      return row && { id: row.id, createdAt: row.created_at, metadataJson: row.metadata_json };
+    });
+  }
+
+  async updateConversationMetadata(id: string, metadataJson: string): Promise<boolean> {
+    return this.withPrepared(
+      'updateConversationMetadata',
+      ({ statements }) => statements.updateConversationMetadata.run(metadataJson, id).changes > 0,
+    );
+  }
+
+  async deleteConversation(id: string): Promise<boolean> {
+    return this.withPrepared(
+      'deleteConversation',
+      ({ statements }) => statements.deleteConversation.run(id).changes > 0,
+    );
+  }
+
+  async appendConversationItems(id: string, items: readonly StoredItem[]): Promise<boolean> {
+    return this.withPrepared('appendConversationItems', ({ appendItems }) =>
+      appendItems.immediate(id, items),
+    );
+  }
+
+  async listConversationItems(id: string, page: PageRequest): Promise<Page<StoredItem> | undefined> {
+    return this.withPrepared('listConversationItems', ({ listItems }) => listItems.deferred(id, page));
+  }
+
+  async allConversationItems(id: string): Promise<StoredItem[] | undefined> {
+    return this.withPrepared('allConversationItems', ({ allItems }) => allItems.deferred(id));
+  }
+
+  async getConversationItem(conversationId: string, itemId: string): Promise<StoredItem | undefined> {
+    return this.withPrepared('getConversationItem', ({ statements }) => {
+      const row = statements.getItem.get(conversationId, itemId);
+      return row && toStoredItem(row);
+    });
+  }
+
+  async deleteConversationItem(conversationId: string, itemId: string): Promise<boolean> {
+    return this.withPrepared(
+      'deleteConversationItem',
+      ({ statements }) => statements.deleteItem.run(conversationId, itemId).changes > 0,
+    );
+  }
+
+  private run<T>(operation: string, work: () => T): T {
+    try {
+      return work();
+    } catch (err) {
+      throw fromSqliteError(operation, err);
+    }
+  }
+
+  private withPrepared<T>(operation: string, work: (prepared: Prepared) => T): T {
+    return this.run(operation, () => {
+      if (this.prepared === undefined) throw storeError(operation, 'store_error', new Error('not migrated'));
+      return work(this.prepared);
+    });
+  }
+}
+
+type Prepared = ReturnType<typeof prepare>;
+
+/** The statements and the multi-statement transactions, built once after the schema exists. */
+function prepare(db: Database.Database) {
+  const statements = prepareSqliteStatements(db);
+  return {
+    statements,
+    insertConversation: db.transaction((conversation: StoredConversation, items: readonly StoredItem[]) => {
+      statements.insertConversation.run(conversation.id, conversation.createdAt, conversation.metadataJson);
+      insertItems(statements, conversation.id, 0, items);
+    }),
+    // Immediate: the write lock is taken before reading MAX(seq), so another process cannot interleave.
+    appendItems: db.transaction((id: string, items: readonly StoredItem[]) => {
+      if (statements.conversationExists.get(id) === undefined) return false;
+      insertItems(statements, id, statements.lastSeq.get(id)?.seq ?? 0, items);
+      return true;
+    }),
+    // Read transactions, so the items and the existence check see one snapshot.
+    listItems: db.transaction((id: string, page: PageRequest) => {
+      const params = { conversationId: id, after: page.after ?? '', limit: page.limit + 1 };
+      const pageStatements = page.after === undefined ? statements.firstPage : statements.pageAfter;
+      const rows = pageStatements[page.order].all(params);
+      if (rows.length === 0 && statements.conversationExists.get(id) === undefined) return undefined;
+      return toPage(rows.map(toStoredItem), page.limit);
+    }),
+    allItems: db.transaction((id: string) => {
+      const rows = statements.allItems.all(id);
+      if (rows.length === 0 && statements.conversationExists.get(id) === undefined) return undefined;
+      return rows.map(toStoredItem);
+    }),
+  };
+}
+
+function insertItems(
+  statements: SqliteStatements,
+  conversationId: string,
+  lastSeq: number,
+  items: readonly StoredItem[],
+): void {
+  items.forEach((item, index) => {
+    statements.insertItem.run({ conversationId, seq: lastSeq + index + 1, itemId: item.id, json: item.json });
+  });
+}
+
+function toStoredResponse(row: SqliteResponseRow): StoredResponse {
+  return {
+    id: row.id,
+    json: row.json,
+    status: row.status,
+    model: row.model,
+    createdAt: row.created_at,
+    previousResponseId: row.previous_response_id,
+    conversationId: row.conversation_id,
+    inputItemsJson: row.input_items_json,
+    eventsJson: row.events_json,
+    cancelRequested: row.cancel_requested !== 0,
+  };
+}
+
+function toStoredItem(row: SqliteItemRow): StoredItem {
+  return { id: row.item_id, json: row.json };
+}

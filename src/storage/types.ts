@@ -1,0 +1,90 @@
+/**
+ * The storage of the Responses and Conversations APIs, behind one interface with two real
+ * backends: SQLite (better-sqlite3, the embedded default) and PostgreSQL (pg, for several
+ * gateway replicas). Objects are kept as the exact JSON text the client was sent, never
+ * re-serialised: what `GET` returns is byte-identical to what was emitted.
+ */
+
+export interface StoredResponse {
+  id: string;
+  /** The response object, as JSON text: the terminal event's `response`, or the latest snapshot while running. */
+  json: string;
+  /** `queued`, `in_progress`, `completed`, `incomplete`, `failed`, `cancelled`. */
+  status: string;
+  model: string;
+  /** Unix seconds. */
+  createdAt: number;
+  previousResponseId: string | null;
+  conversationId: string | null;
+  /** The input items of this request (each with an `id`), as JSON text of an array. */
+  inputItemsJson: string;
+  /** Every streamed event, in order, as JSON text of an array of event objects; null when not kept. */
+  eventsJson: string | null;
+  /** Set by a cancel request; a background run polls it (possibly from another replica). */
+  cancelRequested: boolean;
+}
+
+export interface StoredConversation {
+  id: string;
+  /** Unix seconds. */
+  createdAt: number;
+  /** JSON text of the metadata object. */
+  metadataJson: string;
+}
+
+export interface StoredItem {
+  id: string;
+  /** JSON text of the item. */
+  json: string;
+}
+
+export interface PageRequest {
+  /** Return items after the one with this id (exclusive), in the requested order. */
+  after?: string | undefined;
+  /** 1..100. */
+  limit: number;
+  order: 'asc' | 'desc';
+}
+
+export interface Page<T> {
+  data: T[];
+  hasMore: boolean;
+}
+
+export interface ResponseUpdate {
+  json: string;
+  status: string;
+  eventsJson?: string | null | undefined;
+}
+
+export interface Store {
+  /** Which backend this is, for logs. */
+  readonly kind: 'sqlite' | 'postgres';
+  /** Creates or upgrades the schema (idempotent; safe when several replicas start at once). */
+  migrate(): Promise<void>;
+  close(): Promise<void>;
+
+  /** Inserts a response. Throws StoreError on a duplicate id. */
+  insertResponse(response: StoredResponse): Promise<void>;
+  /** Replaces the JSON, status (and events when given) of an existing response; false when it does not exist. */
+  updateResponse(id: string, update: ResponseUpdate): Promise<boolean>;
+  getResponse(id: string): Promise<StoredResponse | undefined>;
+  /** Deletes a response; false when it did not exist. */
+  deleteResponse(id: string): Promise<boolean>;
+  /** Marks a response's cancellation as requested; false when it does not exist. */
+  requestCancel(id: string): Promise<boolean>;
+
+  insertConversation(conversation: StoredConversation, items: readonly StoredItem[]): Promise<void>;
+  getConversation(id: string): Promise<StoredConversation | undefined>;
+  updateConversationMetadata(id: string, metadataJson: string): Promise<boolean>;
+  /** Deletes a conversation and its items; false when it did not exist. */
+  deleteConversation(id: string): Promise<boolean>;
+  /** Appends items at the end of a conversation, in order; false when the conversation does not exist. */
+  appendConversationItems(id: string, items: readonly StoredItem[]): Promise<boolean>;
+  /** A page of a conversation's items; undefined when the conversation does not exist. */
+  listConversationItems(id: string, page: PageRequest): Promise<Page<StoredItem> | undefined>;
+  /** Every item of a conversation in order (to rebuild its context); undefined when it does not exist. */
+  allConversationItems(id: string): Promise<StoredItem[] | undefined>;
+  getConversationItem(conversationId: string, itemId: string): Promise<StoredItem | undefined>;
+  deleteConversationItem(conversationId: string, itemId: string): Promise<boolean>;
+}

@@ -1,0 +1,31 @@
+import { randomBytes } from 'node:crypto';
+import pg from 'pg';
+import type { SluiceConfigInput } from '../../src/config/schema.js';
+
+/** PostgreSQL of this machine (trust auth); CI starts it when it is down. */
+export const POSTGRES_URL = process.env.SLUICE_TEST_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/test';
+
+export interface Backend {
+  name: 'sqlite' | 'postgres';
+  storage(): SluiceConfigInput['storage'];
+  /** Drops what the suite created. */
+  cleanup(): Promise<void>;
+}
+
+/** The storage backends a suite runs against: SQLite in memory, and PostgreSQL in a schema of its own. */
+export function backends(): Backend[] {
+  const schema = `t_${randomBytes(6).toString('hex')}`;
+  return [
+    { name: 'sqlite', storage: () => ({ kind: 'sqlite', path: ':memory:' }), cleanup: async () => {} },
+    {
+      name: 'postgres',
+      storage: () => ({ kind: 'postgres', url: POSTGRES_URL, schema }),
+      cleanup: async () => {
+        const client = new pg.Client({ connectionString: POSTGRES_URL });
+        await client.connect();
+        await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+        await client.end();
+      },
+    },
+  ];
+}
