@@ -267,8 +267,10 @@ for (const backend of backends()) {
       expect((transient as unknown as { store: boolean }).store).toBe(false);
       expect((await fetch(`${url()}/${transient.id}`)).status).toBe(404);
       const kept = await client.responses.create({ model: 'mock-model', input: 'x', max_output_tokens: 1 });
-      const deleted = await fetch(`${url()}/${kept.id}`, { method: 'DELETE' });
-      expect(await deleted.json()).toEqual({ id: kept.id, object: 'response.deleted', deleted: true });
+      await client.responses.delete(kept.id);
+      const other = await client.responses.create({ model: 'mock-model', input: 'x', max_output_tokens: 1 });
+      const deleted = await fetch(`${url()}/${other.id}`, { method: 'DELETE' });
+      expect(await deleted.json()).toEqual({ id: other.id, object: 'response.deleted', deleted: true });
       expect((await fetch(`${url()}/${kept.id}`)).status).toBe(404);
       expect((await fetch(`${url()}/${kept.id}`, { method: 'DELETE' })).status).toBe(404);
     });
