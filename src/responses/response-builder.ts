@@ -5,7 +5,9 @@ import type {
   ItemStatus,
   MessageItem,
   OutputItem,
+  OutputText,
   ReasoningItem,
+  ReasoningText,
   ResponseEventBody,
   ResponseObject,
   ResponseStatus,
@@ -27,6 +29,29 @@ interface ChoiceDelta {
   reasoning?: unknown;
   tool_calls?: ToolCallDelta[];
 }
+
+type TextKind = 'message' | 'reasoning';
+
+interface OpenText {
+  item: MessageItem | ReasoningItem;
+  index: number;
+}
+
+/** How the two kinds of text item differ on the wire. */
+const TEXT_EVENTS = {
+  message: {
+    delta: 'response.output_text.delta',
+    done: 'response.output_text.done',
+    extra: { logprobs: [] },
+    part: (): OutputText => ({ type: 'output_text', text: '', annotations: [], logprobs: [] }),
+  },
+  reasoning: {
+    delta: 'response.reasoning_text.delta',
+    done: 'response.reasoning_text.done',
+    extra: {},
+    part: (): ReasoningText => ({ type: 'reasoning_text', text: '' }),
+  },
+} as const;
 
 export type TerminalKind =
   | { kind: 'finished'; finishReason: string | undefined }
@@ -56,8 +81,11 @@ export function toResponseUsage(usage: Usage): ResponseUsage {
  */
 export class ResponseBuilder {
   private sequence = 0;
-  private message: { item: MessageItem; index: number } | undefined;
-  private reasoning: { item: ReasoningItem; index: number } | undefined;
+  /** The message and the reasoning item being written, at most one of each. */
+  private readonly text: Record<TextKind, OpenText | undefined> = {
+    message: undefined,
+    reasoning: undefined,
+  };
   private readonly calls = new Map<number, { item: FunctionCallItem; index: number }>();
   private finishReason: string | undefined;
 
@@ -169,68 +197,45 @@ export class ResponseBuilder {
   }
 
   private reasoningDelta(text: string): void {
-    this.closeMessage('completed');
-    if (!this.reasoning) {
-      const item: ReasoningItem = {
-        id: newId('rs'),
-        type: 'reasoning',
-        status: 'in_progress',
-        summary: [],
-        content: [],
-      };
-      const index = this.addItem(item);
-      item.content.push({ type: 'reasoning_text', text: '' });
-      this.emit({
-        type: 'response.content_part.added',
-        item_id: item.id,
-        output_index: index,
-        content_index: 0,
-        part: { type: 'reasoning_text', text: '' },
-      });
-      this.reasoning = { item, index };
-    }
-    const { item, index } = this.reasoning;
-    item.content[0]!.text += text;
-    this.emit({
-      type: 'response.reasoning_text.delta',
-      item_id: item.id,
-      output_index: index,
-      content_index: 0,
-      delta: text,
-    });
+    this.closeText('message', 'completed');
+    this.appendText('reasoning', text);
   }
 
   private textDelta(text: string): void {
-    this.closeReasoning('completed');
-    if (!this.message) {
-      const item: MessageItem = {
-        id: newId('msg'),
-        type: 'message',
-        status: 'in_progress',
-        role: 'assistant',
-        content: [],
-      };
+    this.closeText('reasoning', 'completed');
+    this.appendText('message', text);
+  }
+
+  /** Appends to the open message or reasoning item, opening it (added, content_part.added) first. */
+  private appendText(kind: TextKind, text: string): void {
+    let open = this.text[kind];
+    if (!open) {
+      const id = newId(kind === 'message' ? 'msg' : 'rs');
+      const item: MessageItem | ReasoningItem =
+        kind === 'message'
+          ? { id, type: 'message', status: 'in_progress', role: 'assistant', content: [] }
+          : { id, type: 'reasoning', status: 'in_progress', summary: [], content: [] };
       const index = this.addItem(item);
-      const part = { type: 'output_text' as const, text: '', annotations: [], logprobs: [] };
-      item.content.push({ ...part });
+      const part = TEXT_EVENTS[kind].part();
       this.emit({
         type: 'response.content_part.added',
-        item_id: item.id,
+        item_id: id,
         output_index: index,
         content_index: 0,
         part,
       });
-      this.message = { item, index };
+      (item.content as (OutputText | ReasoningText)[]).push({ ...part });
+      open = { item, index };
+      this.text[kind] = open;
     }
-    const { item, index } = this.message;
-    item.content[0]!.text += text;
+    open.item.content[0]!.text += text;
     this.emit({
-      type: 'response.output_text.delta',
-      item_id: item.id,
-      output_index: index,
+      type: TEXT_EVENTS[kind].delta,
+      item_id: open.item.id,
+      output_index: open.index,
       content_index: 0,
       delta: text,
-      logprobs: [],
+      ...TEXT_EVENTS[kind].extra,
     });
   }
 
@@ -238,8 +243,8 @@ export class ResponseBuilder {
     const key = typeof delta.index === 'number' ? delta.index : 0;
     let open = this.calls.get(key);
     if (!open) {
-      this.closeReasoning('completed');
-      this.closeMessage('completed');
+      this.closeText('reasoning', 'completed');
+      this.closeText('message', 'completed');
       for (const other of this.calls.keys()) this.closeCall(other, 'completed');
       const item: FunctionCallItem = {
         id: newId('fc'),
@@ -267,46 +272,25 @@ export class ResponseBuilder {
   }
 
   private closeAll(status: ItemStatus): void {
-    this.closeReasoning(status);
-    this.closeMessage(status);
+    this.closeText('reasoning', status);
+    this.closeText('message', status);
     for (const key of [...this.calls.keys()]) this.closeCall(key, status);
   }
 
-  private closeReasoning(status: ItemStatus): void {
-    if (!this.reasoning) return;
-    const { item, index } = this.reasoning;
-    this.reasoning = undefined;
+  /** The done ladder of a message or reasoning item: text done, content_part.done, output_item.done. */
+  private closeText(kind: TextKind, status: ItemStatus): void {
+    const open = this.text[kind];
+    if (!open) return;
+    this.text[kind] = undefined;
+    const { item, index } = open;
     const part = item.content[0]!;
     this.emit({
-      type: 'response.reasoning_text.done',
+      type: TEXT_EVENTS[kind].done,
       item_id: item.id,
       output_index: index,
       content_index: 0,
       text: part.text,
-    });
-    this.emit({
-      type: 'response.content_part.done',
-      item_id: item.id,
-      output_index: index,
-      content_index: 0,
-      part,
-    });
-    item.status = status;
-    this.emit({ type: 'response.output_item.done', output_index: index, item });
-  }
-
-  private closeMessage(status: ItemStatus): void {
-    if (!this.message) return;
-    const { item, index } = this.message;
-    this.message = undefined;
-    const part = item.content[0]!;
-    this.emit({
-      type: 'response.output_text.done',
-      item_id: item.id,
-      output_index: index,
-      content_index: 0,
-      text: part.text,
-      logprobs: [],
+      ...TEXT_EVENTS[kind].extra,
     });
     this.emit({
       type: 'response.content_part.done',
