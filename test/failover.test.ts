@@ -1,33 +1,33 @@
 import OpenAI from 'openai';
-import { afterEach, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway.js';
+import { describe, expect, it } from 'vitest';
 import type { MockWorker } from '../src/mock/mock-worker.js';
-import { chatBody, eventually, metric, post, sseData, startGateway, startMocks } from './helpers/gateway.js';
+import {
+  chatBody,
+  eventually,
+  metric,
+  perTest,
+  post,
+  sseData,
+  startGateway,
+  startMocks,
+} from './helpers/gateway.js';
 
 /**
  * Pre-first-byte failures: the gateway retries on another worker with backoff, each attempt
  * with a fresh upstream request id, and never after anything reached the client.
  */
 describe('retries and failover before the first byte', () => {
+  const fx = perTest();
   let workers: MockWorker[] = [];
-  let gateway: Gateway | undefined;
-
-  afterEach(async () => {
-    await gateway?.close();
-    await Promise.all(workers.map((w) => w.close()));
-    gateway = undefined;
-    workers = [];
-  });
 
   async function setup(faults: (string | undefined)[], config: Parameters<typeof startGateway>[0] = {}) {
-    workers = await startMocks(faults.length);
+    workers = await fx.mocks(faults.length);
     for (const [i, fault] of faults.entries()) workers[i]!.setFault(fault);
-    gateway = await startGateway({
+    return fx.gateway({
       routing: { policy: 'round_robin' },
       ...config,
       workers: workers.map((w) => ({ url: w.url })),
     });
-    return gateway;
   }
 
   const cases: [string, boolean[]][] = [

@@ -1,9 +1,7 @@
 import type OpenAI from 'openai';
-import { afterEach, describe, expect, it } from 'vitest';
-import type { Gateway } from '../src/gateway.js';
-import type { MockWorker } from '../src/mock/mock-worker.js';
+import { describe, expect, it } from 'vitest';
 import { sequence } from '../src/mock/tokens.js';
-import { chatBody, eventually, metric, post, startGateway, startMocks } from './helpers/gateway.js';
+import { chatBody, eventually, metric, perTest, post } from './helpers/gateway.js';
 
 interface Parsed {
   name: string;
@@ -24,18 +22,11 @@ function parseEvents(text: string): Parsed[] {
 const terminalText = (data: string) => data.slice(data.indexOf('"response":') + 11, -1);
 
 describe('Responses API under faults', () => {
-  let workers: MockWorker[] = [];
-  let gateway: Gateway | undefined;
-  afterEach(async () => {
-    await gateway?.close();
-    await Promise.all(workers.map((w) => w.close()));
-    gateway = undefined;
-    workers = [];
-  });
+  const fx = perTest();
 
   it('a worker killed mid-stream: response.failed, and its stored copy is byte-identical', async () => {
-    workers = await startMocks(1, { tokensPerSecond: 100 });
-    gateway = await startGateway({ workers: [{ url: workers[0]!.url }] });
+    const workers = await fx.mocks(1, { tokensPerSecond: 100 });
+    const gateway = await fx.gateway({ workers: [{ url: workers[0]!.url }] });
     const response = await fetch(`${gateway.url}/v1/responses`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
@@ -60,8 +51,8 @@ describe('Responses API under faults', () => {
   });
 
   it('the idle timeout ends a stalled response with response.failed and aborts the engine', async () => {
-    workers = await startMocks(1);
-    gateway = await startGateway({ workers: [{ url: workers[0]!.url }], timeouts: { idleMs: 200 } });
+    const workers = await fx.mocks(1);
+    const gateway = await fx.gateway({ workers: [{ url: workers[0]!.url }], timeouts: { idleMs: 200 } });
     const res = await post(
       `${gateway.url}/v1/responses`,
       { model: 'mock-model', input: 'x', stream: true },
@@ -78,8 +69,8 @@ describe('Responses API under faults', () => {
   });
 
   it('an in-band error frame fails the response with upstream_error_frame', async () => {
-    workers = await startMocks(1);
-    gateway = await startGateway({ workers: [{ url: workers[0]!.url }] });
+    const workers = await fx.mocks(1);
+    const gateway = await fx.gateway({ workers: [{ url: workers[0]!.url }] });
     const res = await post(
       `${gateway.url}/v1/responses`,
       { model: 'mock-model', input: 'x' },
@@ -94,8 +85,8 @@ describe('Responses API under faults', () => {
   });
 
   it('a client that goes away aborts the engine; what it was shown is stored as failed', async () => {
-    workers = await startMocks(1, { tokensPerSecond: 100 });
-    gateway = await startGateway({ workers: [{ url: workers[0]!.url }] });
+    const workers = await fx.mocks(1, { tokensPerSecond: 100 });
+    const gateway = await fx.gateway({ workers: [{ url: workers[0]!.url }] });
     const controller = new AbortController();
     const response = await fetch(`${gateway.url}/v1/responses`, {
       method: 'POST',
@@ -108,7 +99,7 @@ describe('Responses API under faults', () => {
     const id = (JSON.parse(/^data: (.*)$/m.exec(first)![1]!) as { response: { id: string } }).response.id;
     controller.abort();
     await eventually(() => workers[0]!.stats.aborted === 1 && workers[0]!.stats.inflight === 0);
-    await eventually(async () => (await fetch(`${gateway!.url}/v1/responses/${id}`)).status === 200);
+    await eventually(async () => (await fetch(`${gateway.url}/v1/responses/${id}`)).status === 200);
     const stored = (await (
       await fetch(`${gateway.url}/v1/responses/${id}`)
     ).json()) as OpenAI.Responses.Response;
@@ -118,8 +109,8 @@ describe('Responses API under faults', () => {
   });
 
   it('a store that fails is reported in the terminal event, never silently', async () => {
-    workers = await startMocks(1, { tokensPerSecond: 100 });
-    gateway = await startGateway({ workers: [{ url: workers[0]!.url }] });
+    const workers = await fx.mocks(1, { tokensPerSecond: 100 });
+    const gateway = await fx.gateway({ workers: [{ url: workers[0]!.url }] });
     const pending = post(`${gateway.url}/v1/responses`, {
       model: 'mock-model',
       input: 'x',
@@ -140,8 +131,8 @@ describe('Responses API under faults', () => {
   });
 
   it('a background response streamed to a client survives the client going away', async () => {
-    workers = await startMocks(1, { tokensPerSecond: 100 });
-    gateway = await startGateway({ workers: [{ url: workers[0]!.url }] });
+    const workers = await fx.mocks(1, { tokensPerSecond: 100 });
+    const gateway = await fx.gateway({ workers: [{ url: workers[0]!.url }] });
     const controller = new AbortController();
     const response = await fetch(`${gateway.url}/v1/responses`, {
       method: 'POST',
@@ -164,9 +155,8 @@ describe('Responses API under faults', () => {
     expect(created.type).toBe('response.created');
     expect(created.response.status).toBe('queued');
     controller.abort();
-    const gw = gateway;
     await eventually(async () => {
-      const now = (await (await fetch(`${gw.url}/v1/responses/${created.response.id}`)).json()) as {
+      const now = (await (await fetch(`${gateway.url}/v1/responses/${created.response.id}`)).json()) as {
         status: string;
       };
       return now.status === 'incomplete';
@@ -174,7 +164,7 @@ describe('Responses API under faults', () => {
     expect(workers[0]!.stats.aborted).toBe(0);
     // A late watcher replays the whole ladder from storage.
     const replay = parseEvents(
-      await (await fetch(`${gw.url}/v1/responses/${created.response.id}?stream=true`)).text(),
+      await (await fetch(`${gateway.url}/v1/responses/${created.response.id}?stream=true`)).text(),
     );
     expect(replay[0]!.name).toBe('response.created');
     expect(replay.at(-1)!.name).toBe('response.incomplete');
@@ -182,8 +172,8 @@ describe('Responses API under faults', () => {
   });
 
   it('chat completions keep working beside responses on the same gateway', async () => {
-    workers = await startMocks(1);
-    gateway = await startGateway({ workers: [{ url: workers[0]!.url }] });
+    const workers = await fx.mocks(1);
+    const gateway = await fx.gateway({ workers: [{ url: workers[0]!.url }] });
     expect((await post(`${gateway.url}/v1/chat/completions`, chatBody({ max_tokens: 2 }))).status).toBe(200);
   });
 });

@@ -1,17 +1,10 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway.js';
-import type { MockWorker } from '../src/mock/mock-worker.js';
-import { chatBody, post, startGateway, startMocks } from './helpers/gateway.js';
+import { chatBody, perTest, post } from './helpers/gateway.js';
 
 /** Each policy, chosen per model, seen through the gateway (the x-sluice-worker header). */
 describe('routing policies in the gateway', () => {
-  let workers: MockWorker[] = [];
-  let gateway: Gateway | undefined;
-  afterEach(async () => {
-    await gateway?.close();
-    await Promise.all(workers.map((w) => w.close()));
-    gateway = undefined;
-  });
+  const fx = perTest();
 
   async function servedBy(gw: Gateway, body: unknown, headers: Record<string, string> = {}): Promise<string> {
     const res = await post(`${gw.url}/v1/chat/completions`, body, headers);
@@ -20,8 +13,8 @@ describe('routing policies in the gateway', () => {
   }
 
   it('consistent_hash keeps a session on one worker; policies are chosen per model', async () => {
-    workers = await startMocks(3, { models: ['a', 'b'] });
-    gateway = await startGateway({
+    const workers = await fx.mocks(3, { models: ['a', 'b'] });
+    const gateway = await fx.gateway({
       workers: workers.map((w) => ({ url: w.url })),
       routing: { policy: 'round_robin' },
       models: { a: { policy: 'consistent_hash' } },
@@ -46,8 +39,8 @@ describe('routing policies in the gateway', () => {
   });
 
   it('cache_aware sends prompts with a shared long prefix to the same worker', async () => {
-    workers = await startMocks(3);
-    gateway = await startGateway({
+    const workers = await fx.mocks(3);
+    const gateway = await fx.gateway({
       workers: workers.map((w) => ({ url: w.url })),
       routing: { policy: 'cache_aware' },
     });
@@ -78,15 +71,14 @@ describe('routing policies in the gateway', () => {
   });
 
   it('least_outstanding avoids the busy worker', async () => {
-    workers = await startMocks(2, { tokensPerSecond: 20 });
-    gateway = await startGateway({
+    const workers = await fx.mocks(2, { tokensPerSecond: 20 });
+    const gateway = await fx.gateway({
       workers: workers.map((w) => ({ url: w.url })),
       routing: { policy: 'least_outstanding' },
     });
-    const gw = gateway;
     // Hold one long stream open, then every short request goes to the other worker.
     const controller = new AbortController();
-    const long = await fetch(`${gw.url}/v1/chat/completions`, {
+    const long = await fetch(`${gateway.url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify(chatBody({ stream: true, max_tokens: 200 })),
@@ -94,15 +86,18 @@ describe('routing policies in the gateway', () => {
     });
     const busy = long.headers.get('x-sluice-worker');
     for (let i = 0; i < 4; i++) {
-      expect(await servedBy(gw, chatBody({ max_tokens: 1 }))).not.toBe(busy);
+      expect(await servedBy(gateway, chatBody({ max_tokens: 1 }))).not.toBe(busy);
     }
     controller.abort();
   });
 
   for (const policy of ['random', 'power_of_two'] as const) {
     it(`${policy} uses every worker`, async () => {
-      workers = await startMocks(3);
-      gateway = await startGateway({ workers: workers.map((w) => ({ url: w.url })), routing: { policy } });
+      const workers = await fx.mocks(3);
+      const gateway = await fx.gateway({
+        workers: workers.map((w) => ({ url: w.url })),
+        routing: { policy },
+      });
       const seen = new Set<string>();
       for (let i = 0; i < 40; i++) seen.add(await servedBy(gateway, chatBody({ max_tokens: 1 })));
       expect(seen.size).toBe(3);

@@ -1,4 +1,5 @@
 import { pino } from 'pino';
+import { afterEach } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import type { SluiceConfigInput } from '../../src/config/schema.js';
 import { Gateway } from '../../src/gateway.js';
@@ -89,3 +90,31 @@ export const chatBody = (extra: Record<string, unknown> = {}) => ({
   messages: [{ role: 'user', content: 'hello there' }],
   ...extra,
 });
+
+/**
+ * Gateways and mock workers that live for one test: started through the returned functions,
+ * closed after each test (registers an afterEach hook in the calling suite).
+ */
+export function perTest(): {
+  mocks: (count: number, options?: MockWorkerOptions) => Promise<MockWorker[]>;
+  gateway: (input?: SluiceConfigInput) => Promise<Gateway>;
+} {
+  const gateways: Gateway[] = [];
+  const mocks: MockWorker[] = [];
+  afterEach(async () => {
+    await Promise.all(gateways.splice(0).map((g) => g.close()));
+    await Promise.all(mocks.splice(0).map((m) => m.close()));
+  });
+  return {
+    async mocks(count, options) {
+      const started = await startMocks(count, options);
+      mocks.push(...started);
+      return started;
+    },
+    async gateway(input) {
+      const started = await startGateway(input);
+      gateways.push(started);
+      return started;
+    },
+  };
+}
