@@ -65,6 +65,17 @@ for (const backend of backends()) {
         store: true,
       });
       expect(response.id).toMatch(/^resp_/);
+      // Fields the Open Responses ResponseResource schema requires.
+      expect(response).toMatchObject({
+        presence_penalty: 0,
+        frequency_penalty: 0,
+        top_logprobs: 0,
+        max_tool_calls: null,
+        service_tier: 'default',
+        safety_identifier: null,
+        prompt_cache_key: null,
+        truncation: 'disabled',
+      });
       const message = response.output[0] as OpenAI.Responses.ResponseOutputMessage;
       expect(message).toMatchObject({ type: 'message', role: 'assistant', status: 'completed' });
       expect((message.content[0] as OpenAI.Responses.ResponseOutputText).text).toBe(sequence(16));

@@ -111,5 +111,13 @@ export const createResponseSchema = z.looseObject({
   background: opt(z.boolean()),
   stream: opt(z.boolean()),
   reasoning: opt(z.looseObject({ effort: opt(z.string()), summary: opt(z.string()) })),
+  truncation: opt(z.enum(['auto', 'disabled'])),
+  presence_penalty: opt(z.number().min(-2).max(2)),
+  frequency_penalty: opt(z.number().min(-2).max(2)),
+  top_logprobs: opt(z.number().int().min(0).max(20)),
+  max_tool_calls: opt(z.number().int().positive()),
+  service_tier: opt(z.string()),
+  safety_identifier: opt(z.string().max(64)),
+  prompt_cache_key: opt(z.string()),
 });
 export type CreateResponseRequest = z.output<typeof createResponseSchema>;

@@ -101,6 +101,12 @@ export function toChatRequest(
   if (request.temperature != null) body.temperature = request.temperature;
   if (request.top_p != null) body.top_p = request.top_p;
   if (request.user != null) body.user = request.user;
+  if (request.presence_penalty != null) body.presence_penalty = request.presence_penalty;
+  if (request.frequency_penalty != null) body.frequency_penalty = request.frequency_penalty;
+  if (request.top_logprobs) {
+    body.logprobs = true;
+    body.top_logprobs = request.top_logprobs;
+  }
   if (request.parallel_tool_calls != null) body.parallel_tool_calls = request.parallel_tool_calls;
   if (request.reasoning?.effort) body.reasoning_effort = request.reasoning.effort;
   if (request.tools && request.tools.length > 0) {

@@ -84,7 +84,14 @@ export interface ResponseObject {
   tool_choice: unknown;
   tools: unknown[];
   top_p: number | null;
-  truncation: 'disabled';
+  truncation: 'auto' | 'disabled';
+  presence_penalty: number;
+  frequency_penalty: number;
+  top_logprobs: number;
+  max_tool_calls: number | null;
+  service_tier: string;
+  safety_identifier: string | null;
+  prompt_cache_key: string | null;
   usage: ResponseUsage | null;
   user: string | null;
   metadata: Record<string, string>;
