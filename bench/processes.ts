@@ -1,0 +1,64 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+
+const CLI = new URL('../dist/cli/main.js', import.meta.url).pathname;
+
+export interface Proc {
+  child: ChildProcess;
+  url: string;
+  pid: number;
+}
+
+/** Starts `sluice <args>` from the build and resolves with the URL it prints when listening. */
+export function startCli(args: string[], env: Record<string, string> = {}): Promise<Proc> {
+  const child = spawn(process.execPath, [CLI, ...args], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, ...env },
+  });
+  return new Promise((resolve, reject) => {
+    let output = '';
+    const timer = setTimeout(
+      () => reject(new Error(`no URL within 20 s from sluice ${args.join(' ')}: ${output}`)),
+      20_000,
+    );
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      const match = /"url":"(http:\/\/[^"]+)"/.exec(output);
+      if (match) {
+        clearTimeout(timer);
+        child.stdout!.removeAllListeners('data');
+        child.stdout!.resume();
+        resolve({ child, url: match[1]!, pid: child.pid! });
+      }
+    });
+    child.stderr!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    child.once('exit', (code) =>
+      reject(new Error(`sluice ${args.join(' ')} exited with ${code}: ${output}`)),
+    );
+  });
+}
+
+export async function stop(proc: Proc): Promise<void> {
+  if (proc.child.exitCode !== null) return;
+  const exited = new Promise((resolve) => proc.child.once('exit', resolve));
+  proc.child.kill('SIGKILL');
+  await exited;
+}
+
+const TICKS_PER_SECOND = 100;
+
+/** CPU seconds (user + system) a process has used, from /proc. */
+export function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / TICKS_PER_SECOND;
+}
+
+/** Resident memory of a process in bytes, from /proc. */
+export function rssBytes(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = /VmRSS:\s+(\d+) kB/.exec(status)?.[1];
+  return Number(kb) * 1024;
+}

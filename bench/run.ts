@@ -1,0 +1,247 @@
+/**
+ * `npm run bench`: the gateway against going direct to the worker, measured in one run on
+ * loopback. Starts a mock worker and a gateway from the build as separate processes, drives
+ * them from this process, prints a table and writes bench/results/<timestamp>.json.
+ */
+import { mkdirSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import { closedLoop, type StreamRun, streams, summarize } from './load.js';
+import { cpuSeconds, type Proc, rssBytes, startCli, stop } from './processes.js';
+import { routingDecisionMicros } from './routing-decision.js';
+import { round } from './stats.js';
+
+const QUICK = process.argv.includes('--quick');
+const SECONDS = QUICK ? 2 : 5;
+const STREAM_TOKENS = QUICK ? 50 : 150; // 3 s per stream at 50 tokens/s
+const STREAM_COUNTS = QUICK ? [64, 256] : [256, 1024];
+
+const prompt = 'x'.repeat(1000);
+const chat = (model: string, extra: Record<string, unknown> = {}) =>
+  JSON.stringify({ model, messages: [{ role: 'user', content: prompt }], ...extra });
+
+interface StreamResult {
+  streams: number;
+  ttftAddedMs: { p50: number; p99: number };
+  interTokenP99Ms: { direct: number; gateway: number; added: number };
+  gatewayCpuSecondsPer1000Events: number;
+  eventsPerGatewayCpuSecond: number;
+  gatewayRssPerStreamKB: number;
+  errors: number;
+}
+
+async function streamCase(
+  gateway: Proc,
+  worker: Proc,
+  count: number,
+  path: string,
+  body: string,
+  marker: string,
+  direct: StreamRun | undefined,
+): Promise<{ result: StreamResult; direct: StreamRun }> {
+  const workerOrigin = new URL(worker.url).origin;
+  const gatewayOrigin = new URL(gateway.url).origin;
+  const baseline =
+    direct ??
+    (await streams(
+      workerOrigin,
+      '/v1/chat/completions',
+      chat('slow', { stream: true, max_tokens: STREAM_TOKENS }),
+      count,
+      '"content":" ',
+    ));
+  const idleRss = rssBytes(gateway.pid);
+  let peakRss = idleRss;
+  const cpuBefore = cpuSeconds(gateway.pid);
+  const viaGateway = await streams(gatewayOrigin, path, body, count, marker, () => {
+    setTimeout(() => {
+      peakRss = Math.max(peakRss, rssBytes(gateway.pid));
+    }, 500);
+  });
+  const cpu = cpuSeconds(gateway.pid) - cpuBefore;
+  const d = summarize(baseline.ttftMs);
+  const g = summarize(viaGateway.ttftMs);
+  const dItl = summarize(baseline.interEventMs).p99;
+  const gItl = summarize(viaGateway.interEventMs).p99;
+  return {
+    direct: baseline,
+    result: {
+      streams: count,
+      ttftAddedMs: { p50: round(g.p50 - d.p50), p99: round(g.p99 - d.p99) },
+      interTokenP99Ms: { direct: round(dItl), gateway: round(gItl), added: round(gItl - dItl) },
+      gatewayCpuSecondsPer1000Events: round((cpu / viaGateway.events) * 1000, 4),
+      eventsPerGatewayCpuSecond: Math.round(viaGateway.events / cpu),
+      gatewayRssPerStreamKB: round((peakRss - idleRss) / count / 1024, 1),
+      errors: viaGateway.errors + baseline.errors,
+    },
+  };
+}
+
+async function main(): Promise<void> {
+  const started = Date.now();
+  const fast = await startCli([
+    'mock-worker',
+    '--port',
+    '0',
+    '--model',
+    'fast',
+    '--tokens-per-second',
+    '0',
+    '--max-tokens',
+    '16',
+  ]);
+  const slow = await startCli(['mock-worker', '--port', '0', '--model', 'slow', '--tokens-per-second', '50']);
+  const gateway = await startCli(
+    [
+      'serve',
+      '--port',
+      '0',
+      '--worker',
+      fast.url,
+      '--worker',
+      slow.url,
+      '--storage',
+      'none',
+      '--log-level',
+      'info',
+    ],
+    { SLUICE_HEADERS_TIMEOUT_MS: '120000' },
+  );
+  const results: Record<string, unknown> = {};
+  try {
+    // 1. Non-streaming, 1 KB prompt.
+    const nonStreaming: Record<string, unknown> = {};
+    for (const concurrency of [1, 64]) {
+      const body = chat('fast', { max_tokens: 16 });
+      await closedLoop(new URL(fast.url).origin, '/v1/chat/completions', body, concurrency, 1); // warm up
+      await closedLoop(new URL(gateway.url).origin, '/v1/chat/completions', body, concurrency, 1);
+      const direct = await closedLoop(
+        new URL(fast.url).origin,
+        '/v1/chat/completions',
+        body,
+        concurrency,
+        SECONDS,
+      );
+      const via = await closedLoop(
+        new URL(gateway.url).origin,
+        '/v1/chat/completions',
+        body,
+        concurrency,
+        SECONDS,
+      );
+      const d = summarize(direct.latenciesMs);
+      const g = summarize(via.latenciesMs);
+      nonStreaming[`c${concurrency}`] = {
+        concurrency,
+        directMs: { p50: round(d.p50), p99: round(d.p99) },
+        gatewayMs: { p50: round(g.p50), p99: round(g.p99) },
+        addedMs: { p50: round(g.p50 - d.p50), p99: round(g.p99 - d.p99) },
+        rps: {
+          direct: Math.round(direct.requests / direct.seconds),
+          gateway: Math.round(via.requests / via.seconds),
+        },
+        rpsRatio: round(via.requests / via.seconds / (direct.requests / direct.seconds)),
+        errors: direct.errors + via.errors,
+      };
+    }
+    results.nonStreaming = nonStreaming;
+
+    // 2 and 3. Streams at 50 tokens/s, one SSE event per token: chat completions, then Responses.
+    const chatStreams: StreamResult[] = [];
+    const responseStreams: StreamResult[] = [];
+    for (const count of STREAM_COUNTS) {
+      const chatBody = chat('slow', { stream: true, max_tokens: STREAM_TOKENS });
+      const c = await streamCase(
+        gateway,
+        slow,
+        count,
+        '/v1/chat/completions',
+        chatBody,
+        '"content":" ',
+        undefined,
+      );
+      chatStreams.push(c.result);
+      const responsesBody = JSON.stringify({
+        model: 'slow',
+        input: prompt,
+        stream: true,
+        store: false,
+        max_output_tokens: STREAM_TOKENS,
+      });
+      const r = await streamCase(
+        gateway,
+        slow,
+        count,
+        '/v1/responses',
+        responsesBody,
+        'response.output_text.delta',
+        c.direct,
+      );
+      responseStreams.push(r.result);
+    }
+    results.chatStreams = chatStreams;
+    results.responseStreams = responseStreams;
+
+    // 4. Routing decision time.
+    results.cacheAwareDecisionMicros = Object.fromEntries(
+      Object.entries(routingDecisionMicros()).map(([k, v]) => [k, round(v, 2)]),
+    );
+  } finally {
+    await Promise.all([stop(gateway), stop(fast), stop(slow)]);
+  }
+  const machine = {
+    cpus: cpus().length,
+    model: cpus()[0]?.model ?? 'unknown',
+    memGiB: round(totalmem() / 2 ** 30, 1),
+    node: process.version,
+  };
+  const report = {
+    date: new Date().toISOString(),
+    quick: QUICK,
+    machine,
+    durationSeconds: round((Date.now() - started) / 1000, 1),
+    ...results,
+  };
+  mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
+  const file = new URL(`./results/${report.date.replace(/[:.]/g, '-')}.json`, import.meta.url);
+  writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+  printTable(report);
+  console.log(`\nwritten ${file.pathname}`);
+}
+
+function printTable(report: Record<string, unknown>): void {
+  const ns = report.nonStreaming as Record<
+    string,
+    {
+      concurrency: number;
+      addedMs: { p50: number; p99: number };
+      rps: { direct: number; gateway: number };
+      rpsRatio: number;
+    }
+  >;
+  console.log(`sluice bench ${report.date} (${JSON.stringify(report.machine)})`);
+  console.log(
+    '\nnon-streaming chat, 1 KB prompt      added p50 ms  added p99 ms  rps direct  rps gateway  ratio',
+  );
+  for (const row of Object.values(ns)) {
+    console.log(
+      `  concurrency ${String(row.concurrency).padEnd(24)}${String(row.addedMs.p50).padStart(12)}${String(row.addedMs.p99).padStart(14)}${String(row.rps.direct).padStart(12)}${String(row.rps.gateway).padStart(13)}${String(row.rpsRatio).padStart(7)}`,
+    );
+  }
+  for (const [name, rows] of [
+    ['chat streams', report.chatStreams],
+    ['responses streams', report.responseStreams],
+  ] as const) {
+    console.log(
+      `\n${name} @50 tok/s   TTFT added p50/p99 ms   ITL p99 direct/gateway ms   events/CPU-s   CPU s/1000 ev   KB/stream  errors`,
+    );
+    for (const row of rows as StreamResult[]) {
+      console.log(
+        `  ${String(row.streams).padEnd(20)}${`${row.ttftAddedMs.p50} / ${row.ttftAddedMs.p99}`.padStart(22)}${`${row.interTokenP99Ms.direct} / ${row.interTokenP99Ms.gateway}`.padStart(28)}${String(row.eventsPerGatewayCpuSecond).padStart(15)}${String(row.gatewayCpuSecondsPer1000Events).padStart(16)}${String(row.gatewayRssPerStreamKB).padStart(11)}${String(row.errors).padStart(8)}`,
+      );
+    }
+  }
+  const routing = report.cacheAwareDecisionMicros as { p50: number; p99: number };
+  console.log(`\ncache_aware decision, 10k prefixes: p50 ${routing.p50} µs, p99 ${routing.p99} µs`);
+}
+
+await main();
