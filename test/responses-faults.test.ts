@@ -1,6 +1,6 @@
 import type OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
-import { sequence } from '../src/mock/tokens.js';
+import { sequence } from '../src/mock/generate.js';
 import { chatBody, eventually, metric, perTest, post } from './helpers/gateway.js';
 
 interface Parsed {

@@ -1,42 +1,69 @@
 /**
- * Faults the mock engine injects, chosen per request (`X-Mock-Fault: <spec>[,<spec>...]`) or for
- * every request of a worker (`--fault`). Each imitates something real engines do:
+ * Faults the mock engine injects. A request names them in the `x-mock-fault` header, else the
+ * worker-wide fault applies (`MockWorkerOptions.fault`, `setFault`, `POST /mock/fault`). Several
+ * specs combine with commas: `delay_first:200,malformed_after:2,reset_after:5`.
  *
- * | spec | imitates |
- * |---|---|
- * | `http_500`, `http_503`, `http_400`, `http_429` | an engine refusing before any stream: crash/overload (500/503), a bad request (400), admission control (429, with Retry-After) |
- * | `reset_after:N` | the engine process killed mid-stream: the TCP connection is reset after N content chunks |
- * | `drop_after:N` | the same for any response: the socket is destroyed after N chunks (half the body when not streaming) |
- * | `error_frame_after:N` | vLLM's in-band error (integer code): `data: {"error":{..."code":500}}` then `[DONE]` |
- * | `error_frame_str_after:N` | the string-code shape (OpenAI/SGLang style): `{"error":{"type":"server_error","code":"internal_error"}}` |
- * | `event_error_after:N` | an `event: error` SSE event, as some servers and proxies send |
- * | `stall_after:N` | a hung engine (deadlocked scheduler, SIGSTOP): no more bytes, connection held open |
- * | `no_finish` | a stream that ends with `[DONE]` but no chunk ever carried a `finish_reason` |
- * | `no_done` | a stream that finishes (`finish_reason`) but closes without `[DONE]` |
- * | `eof_after:N` | a clean close after N chunks: no `finish_reason`, no `[DONE]` (a proxy timeout, a worker restart) |
- * | `malformed_after:N` | a corrupted chunk (truncated JSON) after N chunks, then the stream goes on |
- * | `delay_headers:MS` | a slow first byte: the response headers wait MS |
- * | `delay_first:MS` | headers at once, the first event after MS (a long prefill) |
+ * `N` counts token chunks (content, reasoning or tool-call deltas, over all choices) written after
+ * the role chunk. A fault `*_after:N` fires just before token chunk N+1 would be written; when the
+ * stream has fewer than N token chunks it fires after the last one, before any finish_reason,
+ * usage or `[DONE]`, so every request carrying a fault does show it.
+ *
+ * Faults that only make sense on a stream are ignored by non-streaming requests, except
+ * `drop_after` (half the body, then the socket is destroyed) and `stall_after` (never answers).
  */
-export type FaultName =
-  | 'http_500'
-  | 'http_503'
-  | 'http_400'
-  | 'http_429'
+
+/** The fault names, each with what it imitates. */
+export const FAULTS = {
+  /** An engine that crashed or failed the request before streaming (vLLM's 500 `InternalServerError`). */
+  http_500: 'error status 500 before any stream',
+  /** An engine that is overloaded, sleeping or still loading (vLLM/SGLang answer 503). */
+  http_503: 'error status 503 before any stream',
+  /** Admission control of an engine whose queue is full (429, with `retry-after: 1`). */
+  http_429: 'error status 429 with retry-after before any stream',
+  /** An engine rejecting the request as invalid (vLLM's 400 `BadRequestError`): not retryable. */
+  http_400: 'error status 400 before any stream',
+  /** The engine process killed mid-stream: the connection closes in the middle of the chunked body. */
+  reset_after: 'streams: the socket is destroyed after N token chunks',
+  /** The same for non-streaming requests too: half of the JSON body is written, then the socket is destroyed. */
+  drop_after: 'streams and non-streaming: the socket is destroyed after N chunks (half the body)',
+  /** vLLM's in-band error (integer code), as its OpenAI server sends on an engine error mid-stream, then `[DONE]`. */
+  error_frame_after: 'streams: data: {"error":{"object":"error",...,"code":500}} then [DONE]',
+  /** The string-code in-band error shape (OpenAI / SGLang style), then `[DONE]`. */
+  error_frame_str_after:
+    'streams: data: {"error":{"type":"server_error","code":"internal_error"}} then [DONE]',
+  /** An `event: error` SSE event, as some servers and proxies end a failed stream; no `[DONE]`. */
+  event_error_after: 'streams: event: error, then the response ends',
+  /** A hung engine (deadlocked scheduler, SIGSTOP): no more bytes, the connection stays open. */
+  stall_after: 'streams: nothing more is sent after N token chunks; non-streaming: never answers',
+  /** A broken engine or proxy whose last chunk never carries a finish_reason, yet sends `[DONE]`. */
+  no_finish: 'streams: no finish_reason on any chunk, [DONE] at the end',
+  /** An engine or proxy that finishes (finish_reason) but closes without `[DONE]`. */
+  no_done: 'streams: finish_reason sent, then the response ends without [DONE]',
+  /** A clean close mid-stream (proxy timeout, worker restart): no finish_reason, no `[DONE]`. */
+  eof_after: 'streams: the response ends cleanly after N token chunks',
+  /** A corrupted chunk (truncated JSON), after which the stream goes on normally. */
+  malformed_after: 'streams: a broken JSON frame after N token chunks, then the stream continues',
+  /** A slow first byte (queueing before the engine accepts the request): headers wait MS. */
+  delay_headers: 'the response headers wait MS',
+  /** A long prefill: headers at once, the first event after MS. */
+  delay_first:
+    'streams: headers at once, the first event after MS (non-streaming: MS more before the answer)',
+} as const;
+
+export type FaultName = keyof typeof FAULTS;
+
+/** Faults that fire at a token position. */
+export type TriggerKind =
   | 'reset_after'
   | 'drop_after'
   | 'error_frame_after'
   | 'error_frame_str_after'
   | 'event_error_after'
   | 'stall_after'
-  | 'no_finish'
-  | 'no_done'
   | 'eof_after'
-  | 'malformed_after'
-  | 'delay_headers'
-  | 'delay_first';
+  | 'malformed_after';
 
-const WITH_ARGUMENT = new Set<FaultName>([
+const TRIGGERS = new Set<string>([
   'reset_after',
   'drop_after',
   'error_frame_after',
@@ -45,64 +72,76 @@ const WITH_ARGUMENT = new Set<FaultName>([
   'stall_after',
   'eof_after',
   'malformed_after',
-  'delay_headers',
-  'delay_first',
-]);
-const WITHOUT_ARGUMENT = new Set<FaultName>([
-  'http_500',
-  'http_503',
-  'http_400',
-  'http_429',
-  'no_finish',
-  'no_done',
-]);
+] satisfies TriggerKind[]);
+const STATUSES: Record<string, number> = { http_500: 500, http_503: 503, http_429: 429, http_400: 400 };
+
+export interface Trigger {
+  kind: TriggerKind;
+  n: number;
+}
 
 export interface Faults {
   /** HTTP status to refuse with before any stream. */
   status?: number;
-  /** Mid-stream faults fire after this many content chunks. */
-  after?: {
-    kind: Exclude<FaultName, `http_${string}` | 'no_finish' | 'no_done' | `delay_${string}`>;
-    n: number;
-  };
-  noFinish?: boolean;
-  noDone?: boolean;
-  delayHeadersMs?: number;
-  delayFirstMs?: number;
+  /** Mid-stream faults, sorted by their token position. */
+  triggers: Trigger[];
+  noFinish: boolean;
+  noDone: boolean;
+  delayHeadersMs: number;
+  delayFirstMs: number;
 }
 
-export class FaultSpecError extends Error {}
+export const NO_FAULTS: Readonly<Faults> = Object.freeze({
+  triggers: [],
+  noFinish: false,
+  noDone: false,
+  delayHeadersMs: 0,
+  delayFirstMs: 0,
+});
 
-/** Parses `reset_after:3,delay_first:100`; throws FaultSpecError naming the bad part. */
+export class FaultSpecError extends Error {
+  override readonly name = 'FaultSpecError';
+}
+
+const KNOWN = Object.keys(FAULTS)
+  .map((name) => (TRIGGERS.has(name) ? `${name}:N` : name.startsWith('delay_') ? `${name}:MS` : name))
+  .join(', ');
+
+/**
+ * Parses a fault spec such as `reset_after:3` or `delay_first:100,malformed_after:2`.
+ * Empty or undefined means no fault. Throws a FaultSpecError naming the bad part.
+ */
 export function parseFault(spec: string | undefined): Faults {
-  const faults: Faults = {};
-  if (!spec) return faults;
-  for (const part of spec
-    .split(',')
-    .map((s) => s.trim())
-    .filter(Boolean)) {
-    const [name, arg, extra] = part.split(':') as [string, string | undefined, string | undefined];
-    const fault = name as FaultName;
-    if (extra !== undefined) throw new FaultSpecError(`bad fault '${part}'`);
-    if (WITHOUT_ARGUMENT.has(fault)) {
-      if (arg !== undefined) throw new FaultSpecError(`fault '${name}' takes no argument`);
-      if (fault === 'no_finish') faults.noFinish = true;
-      else if (fault === 'no_done') faults.noDone = true;
-      else faults.status = Number(fault.slice(5));
+  if (!spec || spec.trim() === '') return NO_FAULTS;
+  const faults: Faults = { triggers: [], noFinish: false, noDone: false, delayHeadersMs: 0, delayFirstMs: 0 };
+  for (const raw of spec.split(',')) {
+    const part = raw.trim();
+    if (part === '') continue;
+    const colon = part.indexOf(':');
+    const name = colon < 0 ? part : part.slice(0, colon);
+    const arg = colon < 0 ? undefined : part.slice(colon + 1);
+    if (!Object.hasOwn(FAULTS, name)) {
+      throw new FaultSpecError(`unknown fault '${name}' in '${spec}'; known faults: ${KNOWN}`);
+    }
+    const status = STATUSES[name];
+    if (status !== undefined || name === 'no_finish' || name === 'no_done') {
+      if (arg !== undefined) throw new FaultSpecError(`fault '${name}' takes no argument (got '${part}')`);
+      if (status !== undefined) faults.status = status;
+      else if (name === 'no_finish') faults.noFinish = true;
+      else faults.noDone = true;
       continue;
     }
-    if (!WITH_ARGUMENT.has(fault)) {
+    const n = arg === undefined || !/^\d+$/.test(arg) ? Number.NaN : Number(arg);
+    if (!Number.isSafeInteger(n)) {
+      const unit = name.startsWith('delay_') ? 'milliseconds' : 'token chunks';
       throw new FaultSpecError(
-        `unknown fault '${name}'; known: ${[...WITHOUT_ARGUMENT, ...WITH_ARGUMENT].join(', ')}`,
+        `fault '${name}' needs a non-negative integer (${unit}), as in '${name}:3'; got '${part}'`,
       );
     }
-    const n = Number(arg);
-    if (arg === undefined || !Number.isInteger(n) || n < 0) {
-      throw new FaultSpecError(`fault '${name}' needs a non-negative integer, as in ${name}:3`);
-    }
-    if (fault === 'delay_headers') faults.delayHeadersMs = n;
-    else if (fault === 'delay_first') faults.delayFirstMs = n;
-    else faults.after = { kind: fault as NonNullable<Faults['after']>['kind'], n };
+    if (name === 'delay_headers') faults.delayHeadersMs = n;
+    else if (name === 'delay_first') faults.delayFirstMs = n;
+    else faults.triggers.push({ kind: name as TriggerKind, n });
   }
+  faults.triggers.sort((a, b) => a.n - b.n);
   return faults;
 }

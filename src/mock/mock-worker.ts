@@ -1,60 +1,87 @@
-import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
-import {
-  type Api,
-  type ChoiceResult,
-  ChunkWriter,
-  completeBody,
-  engineError,
-  responseId,
-  TOOL_ARGUMENTS,
-} from './chunks.js';
+import { type ChoiceResult, completeBody, engineError, errorTypeOf } from './bodies.js';
+import { Clock } from './clock.js';
 import { FaultSpecError, type Faults, parseFault } from './faults.js';
-import { countWords, token, tokensAlreadyWritten } from './tokens.js';
+import {
+  Completion,
+  continuePrefix,
+  continueSuffix,
+  countWords,
+  FROM_START,
+  reasoningText,
+  type Start,
+  TOOL_ARGUMENT_PIECES,
+  TOOL_ARGUMENTS,
+} from './generate.js';
+import { type Api, ChunkWriter, responseId, toolCallId } from './sse.js';
+import { cutConnection, type Ending, Life, MockStream, type Plan } from './stream.js';
 
-export { FaultSpecError, parseFault } from './faults.js';
+export { FAULTS, type FaultName, FaultSpecError, type Faults, parseFault } from './faults.js';
+export { sequence, token } from './generate.js';
 
 /**
- * An OpenAI-compatible engine for tests and benchmarks, shaped like vLLM's server, with fault
- * injection (see faults.ts). Raw node:http, not a framework: it must never be the bottleneck
- * of a benchmark of the gateway in front of it.
+ * An OpenAI-compatible engine for tests and benchmarks, shaped like vLLM's OpenAI server, with
+ * fault injection (see faults.ts) and deterministic output (see generate.ts). Raw node:http and
+ * one shared clock (clock.ts): it must never be the bottleneck of a benchmark of the gateway.
+ *
+ * Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions,
+ * POST /flush_cache, POST /reset_prefix_cache, GET /is_sleeping, POST /sleep, POST /wake_up,
+ * GET /mock/stats, POST /mock/fault {"fault": "..."}.
+ *
+ * Request headers it reads: `x-request-id`, `x-data-parallel-rank`, `x-mock-fault: <spec>`,
+ * `x-mock-tool-call: <function name>` (with `tools`), `x-mock-reasoning: <N tokens>`.
  */
 export interface MockWorkerOptions {
+  /** 0 = an ephemeral port (default). */
   port?: number | undefined;
+  /** Default 127.0.0.1. */
   host?: string | undefined;
+  /** Default ['mock-model']. */
   models?: string[] | undefined;
-  /** Tokens per second per stream; 0 = as fast as the connection takes them. */
+  /** Token chunks per second per stream; 0 (default) = as fast as possible, one event per event-loop turn. */
   tokensPerSecond?: number | undefined;
-  /** Tokens generated when a request sets no max_tokens. */
+  /**
+   * SSE events gathered into one socket write (default 1: every event is its own write). More
+   * imitates vLLM's --stream-interval and cuts syscalls for benchmarks; tokens then come in bursts.
+   */
+  eventsPerWrite?: number | undefined;
+  /** Tokens generated when a request sets no max_tokens (default 16; the finish is then "stop"). */
   defaultMaxTokens?: number | undefined;
-  /** A fault applied to every request without an X-Mock-Fault header. */
+  /** A fault applied to every request without an `x-mock-fault` header (same syntax). */
   fault?: string | undefined;
-  /** Data-parallel ranks; requests may carry X-Data-Parallel-Rank. */
+  /** Data-parallel size; requests may carry `x-data-parallel-rank` in [0, dpSize). Default 1. */
   dpSize?: number | undefined;
 }
 
 export interface MockWorkerStats {
+  /** Generation requests received (whatever became of them). */
   requests: number;
   inflight: number;
+  /** Requests whose client went away before the response ended. */
   aborted: number;
+  /** Requests whose response the mock ended itself (injected error ends included; cut connections not). */
   completed: number;
-  /** X-Request-Id of every generation request, in order. */
+  /** `x-request-id` of each generation request, in order ('' when absent). */
   requestIds: string[];
-  /** X-Data-Parallel-Rank of every generation request (null when absent). */
+  /** `x-data-parallel-rank` of each generation request, in order (null when absent). */
   ranks: (number | null)[];
-  /** The last 50 request bodies and headers. */
+  /** The last 50 parsed generation request bodies. */
   lastBodies: unknown[];
+  /** The headers of the last 50 generation requests. */
   lastHeaders: Record<string, string | string[] | undefined>[];
 }
 
+/** Faults of the utility endpoints (flush_cache, is_sleeping, ...). */
 export type UtilityFault = 'http_500' | 'garbage' | 'hang' | undefined;
 
 export interface MockWorker {
   readonly url: string;
   readonly port: number;
   readonly stats: MockWorkerStats;
+  /** Sets the worker-wide fault; throws FaultSpecError on an invalid spec. */
   setFault(fault: string | undefined): void;
+  /** `GET /health` answers 503 while false. */
   setHealthy(ok: boolean): void;
   setUtilityFault(fault: UtilityFault): void;
   /** Destroys every open connection at once, like a killed process. */
@@ -70,23 +97,26 @@ interface GenerationRequest {
   max_completion_tokens?: unknown;
   n?: unknown;
   stop?: unknown;
-  messages?: { role?: unknown; content?: unknown }[];
+  messages?: unknown;
   prompt?: unknown;
-  stream_options?: { include_usage?: unknown } | null;
-  tools?: unknown[];
+  stream_options?: unknown;
+  tools?: unknown;
   tool_choice?: unknown;
   continue_final_message?: unknown;
   add_generation_prompt?: unknown;
 }
 
+class BadRequest extends Error {}
+
 function textOf(content: unknown): string {
   if (typeof content === 'string') return content;
-  if (Array.isArray(content)) {
-    return content
-      .map((p) => (typeof (p as { text?: unknown }).text === 'string' ? (p as { text: string }).text : ''))
-      .join('');
+  if (!Array.isArray(content)) return '';
+  let out = '';
+  for (const part of content) {
+    const text = (part as { text?: unknown } | null)?.text;
+    if (typeof text === 'string') out += out ? ` ${text}` : text;
   }
-  return '';
+  return out;
 }
 
 function send(res: ServerResponse, status: number, body: string, headers: Record<string, string> = {}): void {
@@ -94,11 +124,17 @@ function send(res: ServerResponse, status: number, body: string, headers: Record
   res.end(body);
 }
 
+function sendError(res: ServerResponse, status: number, message: string): void {
+  send(res, status, engineError(message, errorTypeOf(status), status));
+}
+
 function readBody(req: IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
     const parts: Buffer[] = [];
     req.on('data', (c: Buffer) => parts.push(c));
-    req.on('end', () => resolve(Buffer.concat(parts).toString('utf8')));
+    req.on('end', () =>
+      resolve(parts.length === 1 ? parts[0]!.toString('utf8') : Buffer.concat(parts).toString('utf8')),
+    );
     req.on('error', reject);
   });
 }
@@ -108,16 +144,61 @@ function keep<T>(list: T[], item: T): void {
   if (list.length > KEEP) list.shift();
 }
 
+function header(req: IncomingMessage, name: string): string | undefined {
+  const value = req.headers[name];
+  return typeof value === 'string' ? value : value?.[0];
+}
+
+function positiveInt(
+  body: GenerationRequest,
+  name: 'max_tokens' | 'max_completion_tokens' | 'n',
+): number | undefined {
+  const value = body[name];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isInteger(value) || value < 1) {
+    throw new BadRequest(`${name} must be an integer >= 1, got ${JSON.stringify(value)}.`);
+  }
+  return value;
+}
+
+function stopsOf(stop: unknown): string[] {
+  if (typeof stop === 'string') return [stop];
+  if (Array.isArray(stop)) return stop.filter((s): s is string => typeof s === 'string');
+  return [];
+}
+
+/** The function a request asks the mock to call: `x-mock-tool-call`, else a named or required tool_choice. */
+function toolNameOf(req: IncomingMessage, body: GenerationRequest): string | undefined {
+  if (!Array.isArray(body.tools) || body.tools.length === 0) return undefined;
+  const forced = header(req, 'x-mock-tool-call');
+  if (forced) return forced;
+  const choice = body.tool_choice as { function?: { name?: unknown } } | string | null | undefined;
+  if (typeof choice === 'object' && typeof choice?.function?.name === 'string') return choice.function.name;
+  if (choice === 'required') {
+    const first = (body.tools[0] as { function?: { name?: unknown } } | null)?.function?.name;
+    return typeof first === 'string' ? first : undefined;
+  }
+  return undefined;
+}
+
 export async function createMockWorker(options: MockWorkerOptions = {}): Promise<MockWorker> {
-  const models = options.models && options.models.length > 0 ? options.models : ['mock-model'];
+  const models = options.models && options.models.length > 0 ? [...options.models] : ['mock-model'];
   const tokensPerSecond = options.tokensPerSecond ?? 0;
+  if (!(tokensPerSecond >= 0)) throw new Error(`tokensPerSecond must be >= 0, got ${tokensPerSecond}`);
+  const intervalMs = tokensPerSecond > 0 ? 1000 / tokensPerSecond : 0;
+  const eventsPerWrite = options.eventsPerWrite ?? 1;
+  if (!Number.isInteger(eventsPerWrite) || eventsPerWrite < 1) {
+    throw new Error(`eventsPerWrite must be an integer >= 1, got ${eventsPerWrite}`);
+  }
   const defaultMaxTokens = options.defaultMaxTokens ?? 16;
   const dpSize = options.dpSize ?? 1;
-  let workerFault = options.fault;
-  parseFault(workerFault);
+  let workerFaultSpec = options.fault;
+  let workerFaults = parseFault(workerFaultSpec);
   let healthy = true;
   let sleeping = false;
   let utilityFault: UtilityFault;
+  const clock = new Clock();
+  const pacing = { clock, intervalMs, eventsPerWrite };
   const sockets = new Set<Socket>();
   const stats: MockWorkerStats = {
     requests: 0,
@@ -129,349 +210,256 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
     lastBodies: [],
     lastHeaders: [],
   };
+  const onEnd = (how: Ending): void => {
+    stats.inflight--;
+    if (how === 'completed') stats.completed++;
+    else if (how === 'aborted') stats.aborted++;
+  };
+
+  const setFault = (spec: string | undefined): void => {
+    workerFaults = parseFault(spec);
+    workerFaultSpec = spec;
+  };
 
   const server = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
-      if (!res.headersSent) send(res, 500, engineError(String(err), 'InternalServerError', 500));
-      else res.destroy();
+      if (res.headersSent) res.destroy();
+      else sendError(res, 500, err instanceof Error ? err.message : String(err));
     });
   });
   server.keepAliveTimeout = 60_000;
   server.on('connection', (socket) => {
+    socket.setNoDelay(true);
     sockets.add(socket);
     socket.on('close', () => sockets.delete(socket));
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? '/').split('?')[0];
-    if (req.method === 'GET' && path === '/health')
-      return send(res, healthy ? 200 : 503, healthy ? '{}' : '{"status":"unhealthy"}');
-    if (req.method === 'GET' && path === '/v1/models') {
-      const created = Math.floor(Date.now() / 1000);
-      return send(
-        res,
-        200,
-        JSON.stringify({
-          object: 'list',
-          data: models.map((id) => ({ id, object: 'model', created, owned_by: 'sluice-mock' })),
-        }),
-      );
-    }
-    if (req.method === 'GET' && path === '/mock/stats') return send(res, 200, JSON.stringify(stats));
-    if (req.method === 'POST' && path === '/mock/fault') {
-      const { fault } = JSON.parse((await readBody(req)) || '{}') as { fault?: string };
-      try {
-        parseFault(fault);
-      } catch (err) {
-        return send(res, 400, engineError((err as Error).message, 'BadRequestError', 400));
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const route = `${req.method} ${q < 0 ? url : url.slice(0, q)}`;
+    switch (route) {
+      case 'POST /v1/chat/completions':
+        return generate(req, res, 'chat');
+      case 'POST /v1/completions':
+        return generate(req, res, 'completions');
+      case 'GET /health':
+        // vLLM answers an empty 200.
+        if (healthy) return void res.writeHead(200, { 'content-length': '0' }).end();
+        return sendError(res, 503, 'unhealthy (sluice mock)');
+      case 'GET /v1/models': {
+        const created = Math.floor(Date.now() / 1000);
+        const data = models.map((id) => ({ id, object: 'model', created, owned_by: 'sluice-mock' }));
+        return send(res, 200, JSON.stringify({ object: 'list', data }));
       }
-      workerFault = fault;
-      return send(res, 200, '{}');
+      case 'GET /mock/stats':
+        return send(res, 200, JSON.stringify(stats));
+      case 'POST /mock/fault': {
+        let fault: unknown;
+        try {
+          fault = (JSON.parse((await readBody(req)) || '{}') as { fault?: unknown } | null)?.fault;
+        } catch {
+          return sendError(res, 400, 'the body is not JSON; expected {"fault": "<spec>"}');
+        }
+        if (fault !== undefined && fault !== null && typeof fault !== 'string') {
+          return sendError(res, 400, '`fault` must be a string or null');
+        }
+        try {
+          setFault(fault ?? undefined);
+        } catch (err) {
+          return sendError(res, 400, (err as Error).message);
+        }
+        return send(res, 200, JSON.stringify({ fault: workerFaultSpec ?? null }));
+      }
+      case 'POST /flush_cache':
+      case 'POST /reset_prefix_cache':
+        return utility(res, () => '{}');
+      case 'GET /is_sleeping':
+        return utility(res, () => JSON.stringify({ is_sleeping: sleeping }));
+      case 'POST /sleep':
+        return utility(res, () => {
+          sleeping = true;
+          return '{}';
+        });
+      case 'POST /wake_up':
+        return utility(res, () => {
+          sleeping = false;
+          return '{}';
+        });
+      default:
+        return sendError(res, 404, `Not Found: ${route}`);
     }
-    const utility = UTILITIES[`${req.method} ${path}`];
-    if (utility) return serveUtility(res, utility);
-    if (req.method === 'POST' && (path === '/v1/chat/completions' || path === '/v1/completions')) {
-      return generate(req, res, path === '/v1/chat/completions' ? 'chat' : 'completions');
-    }
-    send(res, 404, engineError(`Not found: ${req.method} ${path}`, 'NotFoundError', 404));
   }
 
-  const UTILITIES: Record<string, () => string> = {
-    'POST /flush_cache': () => '{}',
-    'POST /reset_prefix_cache': () => '{}',
-    'GET /is_sleeping': () => JSON.stringify({ is_sleeping: sleeping }),
-    'POST /sleep': () => {
-      sleeping = true;
-      return '{}';
-    },
-    'POST /wake_up': () => {
-      sleeping = false;
-      return '{}';
-    },
-  };
-
-  function serveUtility(res: ServerResponse, utility: () => string): void {
+  function utility(res: ServerResponse, answer: () => string): void {
     if (utilityFault === 'hang') return; // never answers; the socket stays open until closed
-    if (utilityFault === 'http_500')
-      send(res, 500, engineError('utility failed', 'InternalServerError', 500));
+    if (utilityFault === 'http_500') sendError(res, 500, 'utility call failed (sluice mock)');
     else if (utilityFault === 'garbage') send(res, 200, '<<<not json>>>');
-    else send(res, 200, utility());
+    else send(res, 200, answer());
   }
 
   async function generate(req: IncomingMessage, res: ServerResponse, api: Api): Promise<void> {
     const raw = await readBody(req);
     stats.requests++;
-    const requestId = req.headers['x-request-id'];
-    stats.requestIds.push(typeof requestId === 'string' ? requestId : '');
-    const rankHeader = req.headers['x-data-parallel-rank'];
-    stats.ranks.push(typeof rankHeader === 'string' ? Number(rankHeader) : null);
+    stats.requestIds.push(header(req, 'x-request-id') ?? '');
+    const rankHeader = header(req, 'x-data-parallel-rank');
+    stats.ranks.push(rankHeader === undefined ? null : Number(rankHeader));
     keep(stats.lastHeaders, { ...req.headers });
 
     let body: GenerationRequest;
     try {
-      body = JSON.parse(raw) as GenerationRequest;
-    } catch {
-      return send(res, 400, engineError('Invalid JSON body', 'BadRequestError', 400));
+      const parsed: unknown = JSON.parse(raw);
+      if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+        throw new Error('not an object');
+      body = parsed as GenerationRequest;
+    } catch (err) {
+      return sendError(res, 400, `Invalid JSON body: ${(err as Error).message}`);
     }
     keep(stats.lastBodies, body);
-    const headerFault = req.headers['x-mock-fault'];
+
+    const faultHeader = header(req, 'x-mock-fault');
     let faults: Faults;
     try {
-      faults = parseFault(typeof headerFault === 'string' ? headerFault : workerFault);
+      faults = faultHeader === undefined ? workerFaults : parseFault(faultHeader);
     } catch (err) {
-      if (err instanceof FaultSpecError)
-        return send(res, 400, engineError(err.message, 'BadRequestError', 400));
+      if (err instanceof FaultSpecError) return sendError(res, 400, `x-mock-fault: ${err.message}`);
       throw err;
     }
     const model = typeof body.model === 'string' ? body.model : '';
-    if (!models.includes(model)) {
-      return send(res, 404, engineError(`The model \`${model}\` does not exist.`, 'NotFoundError', 404));
+    if (!models.includes(model)) return sendError(res, 404, `The model \`${model}\` does not exist.`);
+    if (rankHeader !== undefined) {
+      const rank = Number(rankHeader);
+      if (!Number.isInteger(rank) || rank < 0 || rank >= dpSize) {
+        return sendError(res, 400, `data_parallel_rank ${rankHeader} is out of range [0, ${dpSize}).`);
+      }
     }
-    if (rankHeader !== undefined && !(Number(rankHeader) >= 0 && Number(rankHeader) < dpSize)) {
-      return send(
-        res,
-        400,
-        engineError(`data_parallel_rank ${String(rankHeader)} is out of range`, 'BadRequestError', 400),
-      );
+    let plan: Plan;
+    try {
+      plan = planOf(req, body, api);
+    } catch (err) {
+      if (err instanceof BadRequest) return sendError(res, 400, err.message);
+      throw err;
     }
 
     stats.inflight++;
-    let ended = false;
-    const timers = new Set<NodeJS.Timeout>();
-    const end = (how: 'completed' | 'aborted' | 'cut') => {
-      if (ended) return;
-      ended = true;
-      stats.inflight--;
-      if (how === 'completed') stats.completed++;
-      else if (how === 'aborted') stats.aborted++;
-      for (const t of timers) clearTimeout(t);
-    };
+    const life = new Life(onEnd);
     res.on('close', () => {
-      if (!res.writableFinished) end('aborted');
+      if (!res.writableFinished) life.end('aborted');
     });
-    const wait = (ms: number) =>
-      new Promise<void>((resolve) => {
-        const t = setTimeout(() => {
-          timers.delete(t);
-          resolve();
-        }, ms);
-        timers.add(t);
+    const then = (ms: number, step: () => void) => {
+      if (ms > 0) clock.after(ms, () => !life.ended && step());
+      else step();
+    };
+
+    then(faults.delayHeadersMs, () => {
+      if (faults.status !== undefined) {
+        life.end('completed');
+        const status = faults.status;
+        const headers: Record<string, string> = status === 429 ? { 'retry-after': '1' } : {};
+        return send(
+          res,
+          status,
+          engineError(`injected HTTP ${status} (sluice mock)`, errorTypeOf(status), status),
+          headers,
+        );
+      }
+      const id = responseId(api);
+      const created = Math.floor(Date.now() / 1000);
+      if (body.stream === true) {
+        const writer = new ChunkWriter(api, id, model, created, plan.choices);
+        return new MockStream(res, life, pacing, writer, plan, faults).start();
+      }
+      if (faults.triggers.some((t) => t.kind === 'stall_after')) return; // a hung engine never answers
+      // Like vLLM, a non-streaming answer comes when generation is done.
+      const tokens = plan.usage.completion_tokens / plan.choices;
+      then(faults.delayFirstMs + intervalMs * tokens, () => {
+        const text = completeBody(api, id, model, created, resultsOf(plan), plan.usage);
+        if (faults.triggers.some((t) => t.kind === 'drop_after')) {
+          life.end('cut');
+          res.writeHead(200, {
+            'content-type': 'application/json',
+            'content-length': String(Buffer.byteLength(text)),
+          });
+          res.write(text.slice(0, Math.floor(text.length / 2)));
+          cutConnection(res);
+          return;
+        }
+        life.end('completed');
+        send(res, 200, text);
       });
+    });
+  }
 
-    if (faults.delayHeadersMs) await wait(faults.delayHeadersMs);
-    if (ended) return;
-    if (faults.status) {
-      end('completed');
-      const type =
-        faults.status === 429
-          ? 'RateLimitError'
-          : faults.status === 400
-            ? 'BadRequestError'
-            : 'InternalServerError';
-      return send(
-        res,
-        faults.status,
-        engineError(`injected HTTP ${faults.status}`, type, faults.status),
-        faults.status === 429 ? { 'retry-after': '1' } : {},
-      );
-    }
-
-    // What to generate.
-    const maxTokens =
-      typeof body.max_tokens === 'number'
-        ? body.max_tokens
-        : typeof body.max_completion_tokens === 'number'
-          ? body.max_completion_tokens
-          : undefined;
-    const count = maxTokens ?? defaultMaxTokens;
-    const choices = typeof body.n === 'number' && body.n > 1 ? body.n : 1;
-    const stops =
-      typeof body.stop === 'string' ? [body.stop] : Array.isArray(body.stop) ? (body.stop as string[]) : [];
+  function planOf(req: IncomingMessage, body: GenerationRequest, api: Api): Plan {
+    const maxTokens = positiveInt(body, 'max_tokens') ?? positiveInt(body, 'max_completion_tokens');
+    const choices = positiveInt(body, 'n') ?? 1;
     let promptText: string;
-    let startAt = 0;
+    let start: Start = FROM_START;
     if (api === 'chat') {
-      const messages = Array.isArray(body.messages) ? body.messages : [];
-      promptText = messages.map((m) => textOf(m.content)).join(' ');
+      if (body.messages !== undefined && !Array.isArray(body.messages))
+        throw new BadRequest('messages must be a list.');
+      const messages = (body.messages ?? []) as ({ role?: unknown; content?: unknown } | null)[];
+      promptText = messages.map((m) => textOf(m?.content)).join(' ');
       const last = messages.at(-1);
       if (
         body.continue_final_message === true &&
         body.add_generation_prompt === false &&
         last?.role === 'assistant'
       ) {
-        startAt = tokensAlreadyWritten(textOf(last.content));
+        start = continuePrefix(textOf(last.content)) ?? FROM_START;
       }
     } else {
-      promptText = Array.isArray(body.prompt) ? body.prompt.join(' ') : String(body.prompt ?? '');
-      startAt = tokensAlreadyWritten(promptText);
+      const prompt = body.prompt;
+      promptText = Array.isArray(prompt)
+        ? prompt.map((p) => (Array.isArray(p) ? p.join(' ') : String(p))).join(' ')
+        : typeof prompt === 'string'
+          ? prompt
+          : '';
+      if (typeof prompt === 'string') start = continueSuffix(prompt) ?? FROM_START;
     }
-    const toolHeader = req.headers['x-mock-tool-call'];
-    const toolChoice = body.tool_choice as { function?: { name?: unknown } } | undefined;
-    const toolName =
-      Array.isArray(body.tools) && body.tools.length > 0
-        ? typeof toolHeader === 'string'
-          ? toolHeader
-          : typeof toolChoice?.function?.name === 'string'
-            ? toolChoice.function.name
-            : undefined
-        : undefined;
-    const reasoningHeader = Number(req.headers['x-mock-reasoning'] ?? 0);
+    const completion = new Completion(start, maxTokens, defaultMaxTokens, stopsOf(body.stop));
+    const toolName = api === 'chat' ? toolNameOf(req, body) : undefined;
+    const reasoningHeader = Number(header(req, 'x-mock-reasoning') ?? 0);
     const reasoningTokens =
       api === 'chat' && Number.isInteger(reasoningHeader) && reasoningHeader > 0 ? reasoningHeader : 0;
-
-    // The plan of one choice: its content tokens, its finish reason.
-    const plan = (): ChoiceResult => {
-      let text = '';
-      let finishReason = maxTokens !== undefined ? 'length' : 'stop';
-      for (let i = 0; i < count; i++) {
-        text += token(startAt + i);
-        if (stops.some((s) => s.length > 0 && text.includes(s))) {
-          text = text.slice(0, text.indexOf(stops.find((s) => text.includes(s))!));
-          finishReason = 'stop';
-          break;
-        }
-      }
-      let reasoning = '';
-      for (let i = 0; i < reasoningTokens; i++) reasoning += token(i + 7);
-      if (toolName) {
-        return {
-          text: '',
-          reasoning,
-          toolCall: {
-            id: `call_${randomBytes(8).toString('hex')}`,
-            name: toolName,
-            arguments: TOOL_ARGUMENTS,
-          },
-          finishReason: 'tool_calls',
-        };
-      }
-      return { text, reasoning, toolCall: undefined, finishReason };
+    const perChoice = reasoningTokens + (toolName ? 1 + TOOL_ARGUMENT_PIECES.length : completion.generated);
+    const promptTokens = countWords(promptText);
+    const completionTokens = perChoice * choices;
+    const streamOptions = body.stream_options as { include_usage?: unknown } | null | undefined;
+    return {
+      choices,
+      completion,
+      reasoningTokens,
+      tool: toolName ? { name: toolName, callIds: Array.from({ length: choices }, toolCallId) } : undefined,
+      usage: {
+        prompt_tokens: promptTokens,
+        completion_tokens: completionTokens,
+        total_tokens: promptTokens + completionTokens,
+      },
+      includeUsage: streamOptions?.include_usage === true,
     };
-    const results = Array.from({ length: choices }, plan);
-    const completionTokens = results.reduce(
-      (n, r) => n + countWords(r.text) + countWords(r.reasoning) + (r.toolCall ? 8 : 0),
-      0,
-    );
-    const usage = {
-      prompt_tokens: Math.max(1, countWords(promptText)),
-      completion_tokens: completionTokens,
-      total_tokens: 0,
-    };
-    usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
-    const id = responseId(api);
-    const created = Math.floor(Date.now() / 1000);
-    const interval = tokensPerSecond > 0 ? 1000 / tokensPerSecond : 0;
+  }
 
-    if (body.stream !== true) {
-      // Like vLLM: headers only when generation is done.
-      if (interval > 0) await wait(interval * count);
-      if (ended) return;
-      const text = completeBody(api, id, model, created, results, usage);
-      if (faults.after?.kind === 'drop_after' || faults.after?.kind === 'reset_after') {
-        res.writeHead(200, {
-          'content-type': 'application/json',
-          'content-length': String(Buffer.byteLength(text)),
-        });
-        res.write(text.slice(0, Math.floor(text.length / 2)));
-        end('cut');
-        res.destroy();
-        return;
-      }
-      end('completed');
-      return send(res, 200, text);
-    }
-
-    // Streaming: the events of every choice, interleaved step by step.
-    const writer = new ChunkWriter(api, id, model, created);
-    const events: { text: string; content: boolean }[] = [];
-    if (api === 'chat')
-      for (let c = 0; c < choices; c++) events.push({ text: writer.role(c), content: false });
-    const steps = (r: ChoiceResult): string[][] => {
-      const out: string[][] = [];
-      const words = (s: string) => s.match(/ [^ ]+/g) ?? (s ? [s] : []);
-      for (const w of words(r.reasoning)) out.push([writer.reasoning(0, w)]);
-      if (r.toolCall) {
-        out.push([writer.toolCallStart(0, r.toolCall.id, r.toolCall.name)]);
-        for (let i = 0; i < r.toolCall.arguments.length; i += 4)
-          out.push([writer.toolCallArguments(0, r.toolCall.arguments.slice(i, i + 4))]);
-      } else {
-        for (const w of words(r.text)) out.push([writer.content(0, w)]);
-      }
-      return out;
-    };
-    const perChoice = results.map((r, c) => steps(r).map(([e]) => e!.replace('"index":0,', `"index":${c},`)));
-    const longest = Math.max(...perChoice.map((p) => p.length));
-    for (let s = 0; s < longest; s++) {
-      for (const list of perChoice) if (list[s]) events.push({ text: list[s]!, content: true });
-    }
-    if (!faults.noFinish) {
-      results.forEach((r, c) => {
-        events.push({ text: writer.finish(c, r.finishReason), content: false });
-      });
-    }
-    if (body.stream_options?.include_usage === true)
-      events.push({ text: writer.usage(usage), content: false });
-
-    res.writeHead(200, { 'content-type': 'text/event-stream; charset=utf-8', 'cache-control': 'no-cache' });
-    res.flushHeaders();
-    if (faults.delayFirstMs) await wait(faults.delayFirstMs);
-    let contentWritten = 0;
-    for (const event of events) {
-      if (ended) return;
-      const after = faults.after;
-      if (event.content && after && contentWritten === after.n) {
-        switch (after.kind) {
-          case 'reset_after':
-          case 'drop_after':
-            end('cut');
-            res.destroy();
-            return;
-          case 'error_frame_after':
-            end('completed');
-            res.write(
-              `data: ${JSON.stringify({ error: { object: 'error', message: 'injected engine failure', type: 'InternalServerError', param: null, code: 500 } })}\n\n`,
-            );
-            res.end('data: [DONE]\n\n');
-            return;
-          case 'error_frame_str_after':
-            end('completed');
-            res.write(
-              `data: ${JSON.stringify({ error: { message: 'injected engine failure', type: 'server_error', param: null, code: 'internal_error' } })}\n\n`,
-            );
-            res.end();
-            return;
-          case 'event_error_after':
-            end('completed');
-            res.end('event: error\ndata: {"message":"injected engine failure"}\n\n');
-            return;
-          case 'stall_after':
-            return; // holds the connection; `end('aborted')` runs when the client goes away
-          case 'eof_after':
-            end('completed');
-            res.end();
-            return;
-          case 'malformed_after':
-            res.write('data: {"id":"x","choices":[{"delta":{"content":"oops"\n\n');
-            faults.after = undefined;
-            break;
-        }
-      }
-      if (!res.write(event.text))
-        await new Promise<void>((resolve) => res.once('drain', resolve).once('close', resolve));
-      if (event.content) {
-        contentWritten++;
-        if (interval > 0) await wait(interval);
-        else await new Promise<void>((resolve) => setImmediate(resolve));
-      }
-    }
-    if (ended) return;
-    end('completed');
-    if (faults.noDone) res.end();
-    else res.end('data: [DONE]\n\n');
+  function resultsOf(plan: Plan): ChoiceResult[] {
+    const text = plan.tool ? '' : plan.completion.text();
+    const reasoning = reasoningText(plan.reasoningTokens);
+    return Array.from({ length: plan.choices }, (_, c) => ({
+      text,
+      reasoning,
+      toolCall: plan.tool
+        ? { id: plan.tool.callIds[c]!, name: plan.tool.name, arguments: TOOL_ARGUMENTS }
+        : undefined,
+      finishReason: plan.tool ? 'tool_calls' : plan.completion.finishReason,
+    }));
   }
 
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', () => resolve());
+    // A deep accept queue: a benchmark opens its 1000 streams at once (the kernel caps it at somaxconn).
+    server.listen(options.port ?? 0, options.host ?? '127.0.0.1', 4096, () => {
+      server.off('error', reject);
+      resolve();
+    });
   });
   const address = server.address() as AddressInfo;
   const host = address.family === 'IPv6' ? `[${address.address}]` : address.address;
@@ -479,10 +467,7 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
     url: `http://${host}:${address.port}`,
     port: address.port,
     stats,
-    setFault(fault) {
-      parseFault(fault);
-      workerFault = fault;
-    },
+    setFault,
     setHealthy(ok) {
       healthy = ok;
     },
@@ -491,6 +476,7 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
     },
     close() {
       return new Promise<void>((resolve) => {
+        clock.close();
         server.close(() => resolve());
         for (const socket of sockets) socket.destroy();
       });
