@@ -1,8 +1,8 @@
 import OpenAI, { APIError } from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway.js';
-import type { MockWorker } from '../src/mock/mock-worker.js';
 import { sequence } from '../src/mock/generate.js';
+import type { MockWorker } from '../src/mock/mock-worker.js';
 import { backends } from './helpers/backends.js';
 import { eventually, metric, post, startGateway, startMocks } from './helpers/gateway.js';
 

@@ -2,7 +2,9 @@
 import { Command } from 'commander';
 import { registerDemo } from './demo.js';
 import { registerMockWorker } from './mock-worker.js';
+import { registerModel } from './model.js';
 import { registerServe } from './serve.js';
+import { registerWorker } from './worker.js';
 
 const program = new Command()
   .name('sluice')
@@ -12,6 +14,8 @@ const program = new Command()
 
 registerServe(program);
 registerMockWorker(program);
+registerWorker(program);
+registerModel(program);
 registerDemo(program);
 
 await program.parseAsync(process.argv);
