@@ -66,6 +66,13 @@ describe('client disconnects and slow clients', () => {
       () => workers[0]!.stats.aborted === abortedBefore + 1 && workers[0]!.stats.inflight === 0,
       1000,
     );
+    // The gateway freed its own slot and forgot the request id: the request did not hang.
+    await eventually(async () => {
+      const admin = (await (await fetch(`${gateway.url}/admin/workers`)).json()) as {
+        data: { inflight: number }[];
+      };
+      return admin.data[0]!.inflight === 0 && gateway.context.requests.size === 0;
+    }, 1000);
   });
 
   it('a client that does not read holds the engine back instead of buffering without bound', async () => {

@@ -13,6 +13,8 @@ export type StreamOutcome =
 
 export interface RelayOptions {
   requestId: string;
+  /** Aborted when the client went away (perhaps before this relay took the stream over). */
+  clientGone: AbortSignal;
   /** Called once, when the first bytes are written to the client. */
   onFirstWrite?: () => void;
   /** Sees every parsed chunk relayed (usage accounting, logs). */
@@ -58,6 +60,11 @@ export function relayStream(
       settle({ kind: 'client_gone', usage: stream.tracker.usage });
     };
     res.on('close', onClose);
+    // The client may have gone between the stream opening and this relay taking it over.
+    if (res.destroyed || options.clientGone.aborted) {
+      onClose();
+      return;
+    }
     res.writeHead(200, {
       ...SSE_HEADERS,
       'x-request-id': options.requestId,
@@ -68,6 +75,10 @@ export function relayStream(
     opened.sink.attach({
       onEvents(raw, chunks) {
         if (onChunk) for (const chunk of chunks) onChunk(chunk);
+        if (res.destroyed) {
+          onClose();
+          return;
+        }
         if (!res.write(raw)) {
           stream.pause();
           res.once('drain', onDrain);

@@ -1,6 +1,8 @@
 import type { Command } from 'commander';
 import { ConfigError, loadConfig } from '../config/load.js';
+import { EMBEDDED_MODEL_NAME, EmbeddedWorker, ensureTinyModel } from '../engine/embedded-worker.js';
 import { Gateway } from '../gateway.js';
+import { createLogger } from '../observability/logger.js';
 import { POLICY_NAMES } from '../routing/types.js';
 import { collect, parseIntOption } from './options.js';
 import { onTermination } from './signals.js';
@@ -43,17 +45,25 @@ export function registerServe(program: Command): void {
         }
         throw err;
       }
+      const log = createLogger(config.log.level);
+      let embedded: EmbeddedWorker | undefined;
       if (config.workers.length === 0) {
-        console.error(
-          'sluice: no worker configured. Give --worker URL, SLUICE_WORKERS, or `workers:` in the config file ' +
-            '(try `sluice demo` for a gateway in front of two mock workers).',
+        // Nothing configured: serve the tiny demo model on a local engine, so one command runs it.
+        embedded = new EmbeddedWorker(await ensureTinyModel(config.dataDir, log), log);
+        const url = await embedded.start();
+        config.workers.push({ url, id: 'embedded' });
+        log.warn(
+          { url, model: EMBEDDED_MODEL_NAME },
+          `no worker configured: serving the embedded TINY DEMO MODEL '${EMBEDDED_MODEL_NAME}' ` +
+            '(random weights, its output is gibberish). Give --worker URL to serve a real engine, ' +
+            'or run `sluice worker --model PATH.gguf` on any GGUF model.',
         );
-        process.exit(2);
       }
-      const gateway = new Gateway(config);
+      const gateway = new Gateway(config, { logger: log });
       onTermination(async (signal) => {
         gateway.log.info({ signal }, 'signal received');
         await gateway.shutdown();
+        await embedded?.stop();
       });
       await gateway.start();
     });

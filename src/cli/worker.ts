@@ -13,6 +13,7 @@ interface WorkerFlags {
   modelName?: string;
   contextSize?: number;
   threads?: number;
+  exitWithParent?: boolean;
 }
 
 export function registerWorker(program: Command): void {
@@ -29,6 +30,7 @@ export function registerWorker(program: Command): void {
     .option('--model-name <name>', 'model name served (default: the file name without .gguf)')
     .option('--context-size <n>', 'tokens per slot (default: the model’s, at most 4096)', parseIntOption(16))
     .option('--threads <n>', 'CPU threads per decode step (default 1)', parseIntOption(1, 1024))
+    .addOption(new Option('--exit-with-parent', 'exit when standard input closes (the parent died)').hideHelp())
     .action(async (flags: WorkerFlags) => {
       try {
         const worker = await createLlamaWorker({
@@ -51,6 +53,11 @@ export function registerWorker(program: Command): void {
           }),
         );
         onTermination(() => worker.close());
+        if (flags.exitWithParent) {
+          // The embedded worker of a gateway: never outlive it, even when it was killed with SIGKILL.
+          process.stdin.resume();
+          process.stdin.once('end', () => void worker.close().finally(() => process.exit(0)));
+        }
       } catch (err) {
         if (!(err instanceof ModelFileError)) throw err;
         console.error(`sluice worker: ${err.message}`);

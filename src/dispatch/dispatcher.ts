@@ -96,7 +96,11 @@ export class Dispatcher {
       attempt.stream = stream;
       const sink = new BufferingSink();
       stream.start(sink);
-      await sink.ready;
+      // A silent abort (the client went away) ends the stream without telling the sink.
+      await untilReadyOrAborted(sink.ready, attempt.signal);
+      if (attempt.signal.aborted && sink.outputChunks === 0) {
+        throw classifyRequestError(attempt.signal.reason, attempt.signal, attempt.worker.id, 0);
+      }
       const early = sink.earlyFailure;
       if (early) throw early;
       return { attempt, stream, sink, timeouts };
@@ -322,6 +326,18 @@ async function readLimited(body: UndiciDispatcher.ResponseData['body'], limit: n
     // the body broke off; what arrived is enough to report
   }
   return Buffer.concat(parts).subarray(0, limit);
+}
+
+function untilReadyOrAborted(ready: Promise<void>, signal: AbortSignal): Promise<void> {
+  if (signal.aborted) return Promise.resolve();
+  return new Promise((resolve) => {
+    const done = () => {
+      signal.removeEventListener('abort', done);
+      resolve();
+    };
+    signal.addEventListener('abort', done, { once: true });
+    void ready.then(done);
+  });
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

@@ -101,7 +101,10 @@ export class ResponsesService {
     const onGone = () => run.abandon();
     signal.addEventListener('abort', onGone, { once: true });
     run.builder.begin();
-    const end = await run.follow(opened);
+    const following = run.follow(opened);
+    // The client may have gone while the stream was opening: the listener above would never fire.
+    if (signal.aborted) run.abandon();
+    const end = await following;
     signal.removeEventListener('abort', onGone);
     this.count(prepared, end);
     return this.finish(prepared, run, end, 'insert');

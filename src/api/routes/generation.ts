@@ -104,6 +104,7 @@ async function serve<S extends z.ZodType<{ model: string; stream?: boolean | nul
       reply.hijack();
       const outcome = await relayStream(reply.raw, opened, {
         requestId: request.id,
+        clientGone: dispatchRequest.signal,
         onFirstWrite: () => observer.firstByte(),
       });
       if (outcome.kind === 'failed') {
