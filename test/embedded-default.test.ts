@@ -8,7 +8,9 @@ import { describe, expect, it } from 'vitest';
 
 /** `sluice serve` with no worker: the embedded local engine on the tiny model, made on first run. */
 describe('the embedded default', () => {
-  it('serves streamed tokens from the tiny real model with no configuration', { timeout: 90_000 }, async () => {
+  it('serves streamed tokens from the tiny real model with no configuration', {
+    timeout: 90_000,
+  }, async () => {
     const dataDir = mkdtempSync(join(tmpdir(), 'sluice-embedded-'));
     const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'serve', '--port', '0'], {
       stdio: ['ignore', 'pipe', 'pipe'],

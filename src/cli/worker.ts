@@ -30,7 +30,9 @@ export function registerWorker(program: Command): void {
     .option('--model-name <name>', 'model name served (default: the file name without .gguf)')
     .option('--context-size <n>', 'tokens per slot (default: the model’s, at most 4096)', parseIntOption(16))
     .option('--threads <n>', 'CPU threads per decode step (default 1)', parseIntOption(1, 1024))
-    .addOption(new Option('--exit-with-parent', 'exit when standard input closes (the parent died)').hideHelp())
+    .addOption(
+      new Option('--exit-with-parent', 'exit when standard input closes (the parent died)').hideHelp(),
+    )
     .action(async (flags: WorkerFlags) => {
       try {
         const worker = await createLlamaWorker({
