@@ -55,6 +55,18 @@ export class RequestObserver {
           : Math.round((this.firstByteAt - this.startedAt) * 10) / 10,
       ...fields,
     };
+    this.metrics.recent.push({
+      requestId: this.requestId,
+      route: this.route,
+      model: this.model,
+      status,
+      outcome,
+      code: typeof fields.code === 'string' ? fields.code : undefined,
+      worker: this.worker,
+      durationMs: line.durationMs,
+      ttftMs: line.ttftMs,
+      at: Date.now(),
+    });
     if (status >= 500 || outcome === 'failed') this.log.warn(line, 'request ended');
     else this.log.info(line, 'request ended');
   }

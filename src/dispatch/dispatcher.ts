@@ -84,6 +84,7 @@ export class Dispatcher {
   /** Opens a stream that has produced its first output chunk. */
   openStream(req: DispatchRequest): Promise<OpenedStream> {
     const timeouts = this.settings.timeouts(req.model);
+    const itl = this.metrics.interTokenLatency.labels({ route: req.api, model: req.model });
     return this.withRetries(req, async (attempt) => {
       const response = await this.send(req, attempt, timeouts.headersMs);
       const stream = new EngineStream(response.body, {
@@ -92,6 +93,7 @@ export class Dispatcher {
         deadlineMs: timeouts.deadlineMs - (performance.now() - req.receivedAt),
         totalDeadlineMs: timeouts.deadlineMs,
         abortUpstream: (reason) => attempt.controller.abort(reason),
+        onGap: (seconds) => itl.observe(seconds),
       });
       attempt.stream = stream;
       const sink = new BufferingSink();

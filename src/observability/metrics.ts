@@ -2,6 +2,7 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
 import type { StreamFailureReason } from '../errors/stream-errors.js';
 import type { CircuitState } from '../workers/circuit-breaker.js';
 import type { WorkerSnapshot } from '../workers/worker.js';
+import { RecentRequests } from './recent-requests.js';
 
 const CIRCUIT_VALUE: Record<CircuitState, number> = { closed: 0, half_open: 1, open: 2 };
 
@@ -33,6 +34,17 @@ export class GatewayMetrics {
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [this.registry],
   });
+
+  readonly interTokenLatency = new Histogram({
+    name: 'sluice_inter_token_latency_seconds',
+    help: 'Time between two events relayed on one stream, by route and model.',
+    labelNames: ['route', 'model'] as const,
+    buckets: [0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
+    registers: [this.registry],
+  });
+
+  /** The last finished requests, for the dashboard. */
+  readonly recent = new RecentRequests();
 
   readonly inflight = new Gauge({
     name: 'sluice_inflight_requests',

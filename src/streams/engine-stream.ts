@@ -30,6 +30,8 @@ export interface EngineStreamOptions {
   totalDeadlineMs: number;
   /** Aborts the upstream HTTP request (frees the engine's slot). */
   abortUpstream: (reason: Error) => void;
+  /** Sees the seconds between two reads that carried output events (inter-token latency). */
+  onGap?: ((seconds: number) => void) | undefined;
 }
 
 const SOCKET_CLOSED_CODES = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE', 'UND_ERR_CLOSED']);
@@ -50,6 +52,7 @@ export class EngineStream {
   private paused = false;
   private idleTimer: NodeJS.Timeout | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
+  private lastOutputAt = 0;
   private readonly onData = (chunk: Buffer) => this.handleChunk(chunk);
   private readonly onEnd = () => this.handleEnd('eof');
   private readonly onError = (err: Error) => this.handleReadError(err);
@@ -127,6 +130,11 @@ export class EngineStream {
       else if (verdict.kind === 'done') completed = true;
       forwardEnd = raw.byteOffset - firstOffset + raw.length;
     });
+    if (chunks.length > 0 && this.options.onGap) {
+      const now = performance.now();
+      if (this.lastOutputAt > 0) this.options.onGap((now - this.lastOutputAt) / 1000);
+      this.lastOutputAt = now;
+    }
     if (forwardEnd > 0 && this.sink) {
       // The events of one read are contiguous from the region's start: forward them in one
       // write, up to the failure or to `[DONE]` (anything an engine sends after it is dropped).
