@@ -178,6 +178,48 @@ describe('chaos against a real llama.cpp worker', { timeout: 120_000 }, () => {
     expect(outcomes.some((o) => o.ok && o.worker === 'a' && o.at > restartedAt)).toBe(true);
   });
 
+  it('kill -9 mid-stream with resume on: the stream continues on the other worker and completes', async () => {
+    const a = await worker();
+    const b = await worker();
+    const gw = await gateway({
+      workers: [
+        { url: a.url, id: 'a' },
+        { url: b.url, id: 'b' },
+      ],
+      routing: { policy: 'round_robin' },
+      resume: { enabled: true },
+    });
+    const response = await fetch(`${gw.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'tiny',
+        stream: true,
+        max_tokens: 1500,
+        stream_options: { include_usage: true },
+        messages: [{ role: 'user', content: 'go on' }],
+      }),
+    });
+    const first = response.headers.get('x-sluice-worker');
+    const reader = response.body!.getReader();
+    let text = '';
+    while ((text.match(/"content":"/g) ?? []).length < 5) text += new TextDecoder().decode((await reader.read()).value);
+    await (first === 'a' ? a : b).kill();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      text += new TextDecoder().decode(value);
+    }
+    const events = sseData(text);
+    expect(events.at(-1)).toBe('[DONE]');
+    const chunks = events.slice(0, -1).map((e) => JSON.parse(e) as { id: string; error?: unknown; usage?: { completion_tokens: number } });
+    expect(chunks.some((c) => c.error)).toBe(false);
+    expect(new Set(chunks.map((c) => c.id)).size).toBe(1);
+    expect(events.some((e) => e.includes('"finish_reason":"length"'))).toBe(true);
+    expect(chunks.at(-1)!.usage!.completion_tokens).toBeGreaterThan(1000);
+    expect(await metric(gw.url, 'sluice_stream_resumes_total', { outcome: 'resumed' })).toBe(1);
+  });
+
   it('many concurrent streams with random disconnects leak nothing: in-flight returns to zero', async () => {
     const w = await worker();
     const gw = await gateway({ workers: [{ url: w.url }] });

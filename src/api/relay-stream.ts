@@ -1,6 +1,5 @@
 import type { ServerResponse } from 'node:http';
-import { outcomeOf } from '../dispatch/classify-upstream-error.js';
-import type { OpenedStream } from '../dispatch/dispatcher.js';
+import type { ResumableStream } from '../dispatch/resumable-stream.js';
 import { ClientDisconnected } from '../errors/http-errors.js';
 import type { StreamError } from '../errors/stream-errors.js';
 import type { ParsedChunk, Usage } from '../streams/chat-stream-tracker.js';
@@ -28,36 +27,29 @@ export const SSE_HEADERS = {
 } as const;
 
 /**
- * Relays an opened chat/completions stream to the client as it arrives, byte for byte. A slow
+ * Relays a chat/completions stream to the client as it arrives, byte for byte (a resumed
+ * stream's continuation excepted, see ResumableStream). A slow
  * client pauses the engine stream (no unbounded buffering); a client that goes away aborts the
  * upstream request at once; a failure after the first byte ends the stream with one error frame.
  */
 export function relayStream(
   res: ServerResponse,
-  opened: OpenedStream,
+  stream: ResumableStream,
   options: RelayOptions,
 ): Promise<StreamOutcome> {
-  const { attempt, stream } = opened;
   return new Promise<StreamOutcome>((resolve) => {
     let settled = false;
     const settle = (outcome: StreamOutcome) => {
       if (settled) return;
       settled = true;
       res.off('close', onClose);
-      attempt.release(
-        outcome.kind === 'completed'
-          ? 'success'
-          : outcome.kind === 'failed'
-            ? outcomeOf(outcome.error)
-            : 'neutral',
-      );
       resolve(outcome);
     };
     const onDrain = () => stream.resume();
     const onClose = () => {
       if (settled || res.writableFinished) return;
-      stream.abort(new ClientDisconnected(), false);
-      settle({ kind: 'client_gone', usage: stream.tracker.usage });
+      stream.abandon(new ClientDisconnected());
+      settle({ kind: 'client_gone', usage: stream.usage });
     };
     res.on('close', onClose);
     // The client may have gone between the stream opening and this relay taking it over.
@@ -68,11 +60,11 @@ export function relayStream(
     res.writeHead(200, {
       ...SSE_HEADERS,
       'x-request-id': options.requestId,
-      'x-sluice-worker': attempt.worker.id,
+      'x-sluice-worker': stream.worker,
     });
     options.onFirstWrite?.();
     const onChunk = options.onChunk;
-    opened.sink.attach({
+    stream.attach({
       onEvents(raw, chunks) {
         if (onChunk) for (const chunk of chunks) onChunk(chunk);
         if (res.destroyed) {
@@ -87,11 +79,11 @@ export function relayStream(
       onComplete(sawDone) {
         if (sawDone) res.end();
         else res.end(DONE_FRAME);
-        settle({ kind: 'completed', usage: stream.tracker.usage, finishReason: stream.tracker.finishReason });
+        settle({ kind: 'completed', usage: stream.usage, finishReason: stream.finishReason });
       },
       onFail(error) {
         res.end(errorFrame(error));
-        settle({ kind: 'failed', error, usage: stream.tracker.usage });
+        settle({ kind: 'failed', error, usage: stream.usage });
       },
     });
   });

@@ -48,9 +48,18 @@ export const workerSchema = z.strictObject({
   healthPath: z.string().startsWith('/').optional(),
 });
 
+const resumeShape = {
+  /** Resume a stream that failed after its first byte on another worker, as a continuation. */
+  enabled: z.boolean(),
+  /** Resumes at most per request. */
+  maxAttempts: positiveInt,
+};
+export const resumeSchema = z.strictObject(resumeShape);
+
 export const modelSchema = z.strictObject({
   policy: policyNameSchema.optional(),
   timeouts: modelTimeoutsSchema.optional(),
+  resume: z.strictObject(resumeShape).partial().optional(),
 });
 
 export const configSchema = z.strictObject({
@@ -121,6 +130,11 @@ export const configSchema = z.strictObject({
     .partial()
     .transform((t) => ({ headersMs: 60_000, idleMs: 60_000, deadlineMs: 30 * 60_000, ...t }))
     .prefault({}),
+  /** Mid-stream resume, off unless a model (or a request's X-Sluice-Resume header) turns it on. */
+  resume: resumeSchema
+    .partial()
+    .transform((r) => ({ enabled: false, maxAttempts: 2, ...r }))
+    .prefault({}),
   workerDefaults: workerLimitsSchema
     .partial()
     .transform((l) => ({ maxConcurrent: 256, queueSize: 1024, queueTimeoutMs: 30_000, ...l }))
@@ -154,4 +168,5 @@ export type SluiceConfigInput = z.input<typeof configSchema>;
 export type SluiceConfig = z.output<typeof configSchema>;
 export type WorkerConfig = z.output<typeof workerSchema>;
 export type Timeouts = z.output<typeof timeoutsSchema>;
+export type ResumeSettings = z.output<typeof resumeSchema>;
 export type WorkerLimits = z.output<typeof workerLimitsSchema>;

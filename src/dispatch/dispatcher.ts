@@ -17,6 +17,8 @@ import type { WorkerRegistry } from '../workers/registry.js';
 import type { Worker } from '../workers/worker.js';
 import { Attempt } from './attempt.js';
 import { classifyRequestError, isUnreachable, outcomeOf } from './classify-upstream-error.js';
+import { continuationBody } from './continuation.js';
+import type { ResumePlan } from './resumable-stream.js';
 import type { Router } from './router.js';
 
 export interface DispatchRequest {
@@ -38,6 +40,8 @@ export interface DispatchRequest {
   signal: AbortSignal;
   /** `performance.now()` when the request arrived (the overall deadline counts from here). */
   receivedAt: number;
+  /** Workers this request must not go to (those that failed it mid-stream). */
+  exclude?: ReadonlySet<string> | undefined;
 }
 
 export interface OpenedStream {
@@ -107,6 +111,36 @@ export class Dispatcher {
       if (early) throw early;
       return { attempt, stream, sink, timeouts };
     });
+  }
+
+  /**
+   * How a stream of `req` may be resumed mid-stream, or undefined when resume is off for it:
+   * the model's `resume` setting, overridden either way by the request's `X-Sluice-Resume`.
+   */
+  resumePlan(
+    req: DispatchRequest,
+    body: Record<string, unknown>,
+    override: boolean | undefined,
+  ): ResumePlan | undefined {
+    const settings = this.settings.resume(req.model);
+    if (!(override ?? settings.enabled)) return undefined;
+    const resumes = this.metrics.streamResumes;
+    return {
+      maxAttempts: settings.maxAttempts,
+      requestId: req.requestId,
+      log: this.log,
+      count: (outcome) => resumes.inc({ model: req.model, outcome }),
+      open: (continuation) => {
+        const next = continuationBody(req.api, body, continuation);
+        if (!next) return Promise.reject(new NoWorkerAvailable(req.model, 1, 'no continuation can be built'));
+        return this.openStream({
+          ...req,
+          payload: JSON.stringify(next),
+          requestId: `${req.requestId}-resume${continuation.number}`,
+          exclude: continuation.exclude,
+        });
+      },
+    };
   }
 
   /** Sends a non-streaming request and reads its whole JSON answer. */
@@ -215,7 +249,9 @@ export class Dispatcher {
 
   /** Picks a worker, waits for a slot on it, and registers a new attempt with a fresh request id. */
   private async acquire(req: DispatchRequest, tried: ReadonlySet<string>, n: number): Promise<Attempt> {
-    const all = this.withRank(this.registry.forModel(req.model), req.rank);
+    const exclude = req.exclude;
+    const serving = this.registry.forModel(req.model);
+    const all = this.withRank(exclude ? serving.filter((w) => !exclude.has(w.id)) : serving, req.rank);
     const admitting = all.filter((w) => w.healthy && w.breaker.canAdmit());
     if (admitting.length === 0) {
       const reason = all.some((w) => w.healthy) ? 'every circuit is open' : 'no healthy worker';

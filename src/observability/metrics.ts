@@ -74,6 +74,13 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly streamResumes = new Counter({
+    name: 'sluice_stream_resumes_total',
+    help: 'Mid-stream resumes on another worker, by model and outcome (resumed, exhausted, unsafe, no_worker).',
+    labelNames: ['model', 'outcome'] as const,
+    registers: [this.registry],
+  });
+
   readonly clientDisconnects = new Counter({
     name: 'sluice_client_disconnects_total',
     help: 'Requests whose client went away before the response ended, by API and model.',

@@ -1,5 +1,4 @@
-import { outcomeOf } from '../dispatch/classify-upstream-error.js';
-import type { OpenedStream } from '../dispatch/dispatcher.js';
+import type { ResumableStream } from '../dispatch/resumable-stream.js';
 import { ClientDisconnected } from '../errors/http-errors.js';
 import type { StreamError } from '../errors/stream-errors.js';
 import { ResponseBuilder, type TerminalKind } from './response-builder.js';
@@ -22,7 +21,7 @@ export class ResponseRun {
   readonly builder: ResponseBuilder;
   readonly events: string[] = [];
   private readonly writers = new Set<EventWriter>();
-  private opened: OpenedStream | undefined;
+  private stream: ResumableStream | undefined;
   private cancelled = false;
   private settle: ((end: RunEnd) => void) | undefined;
 
@@ -49,8 +48,8 @@ export class ResponseRun {
   publish(json: string, type: string): void {
     if (this.keepEvents) this.events.push(json);
     for (const writer of this.writers) {
-      if (!writer.write(json, type) && this.opened) {
-        const { stream } = this.opened;
+      const stream = this.stream;
+      if (!writer.write(json, type) && stream) {
         stream.pause();
         writer.onDrain(() => stream.resume());
       }
@@ -58,20 +57,16 @@ export class ResponseRun {
   }
 
   /** Feeds the engine stream into the builder until it ends; resolves how it ended. */
-  follow(opened: OpenedStream): Promise<RunEnd> {
-    this.opened = opened;
+  follow(stream: ResumableStream): Promise<RunEnd> {
+    this.stream = stream;
     return new Promise<RunEnd>((resolve) => {
       this.settle = resolve;
-      opened.sink.attach({
+      stream.attach({
         onEvents: (_raw, chunks) => {
           for (const chunk of chunks) this.builder.chunk(chunk);
         },
-        onComplete: () => {
-          opened.attempt.release('success');
-          this.finish({ kind: 'finished', finishReason: opened.stream.tracker.finishReason });
-        },
+        onComplete: () => this.finish({ kind: 'finished', finishReason: stream.finishReason }),
         onFail: (error) => {
-          opened.attempt.release(outcomeOf(error));
           if (this.cancelled) this.finish({ kind: 'cancelled' });
           else this.finish({ kind: 'failed', code: error.code, message: error.message, error });
         },
@@ -82,17 +77,15 @@ export class ResponseRun {
   /** Cancels the run (background cancel): aborts the engine request. */
   cancel(): void {
     this.cancelled = true;
-    this.opened?.stream.abort(new ClientDisconnected(), false);
-    this.opened?.attempt.release('neutral');
+    this.stream?.abandon(new ClientDisconnected());
     this.finish({ kind: 'cancelled' });
   }
 
   /** The client of a foreground run went away: abort the engine request at once. */
   abandon(): void {
-    if (!this.opened || this.opened.stream.isEnded) return;
+    if (!this.stream) return;
     const error = new ClientDisconnected();
-    this.opened.stream.abort(error, false);
-    this.opened.attempt.release('neutral');
+    this.stream.abandon(error);
     this.finish({ kind: 'failed', code: error.code, message: error.message, error });
   }
 

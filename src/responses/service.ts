@@ -1,4 +1,5 @@
 import type { Dispatcher, DispatchRequest, OpenedStream } from '../dispatch/dispatcher.js';
+import { ResumableStream, type ResumePlan } from '../dispatch/resumable-stream.js';
 import type { SluiceError } from '../errors/base.js';
 import { isSluiceError } from '../errors/base.js';
 import { ClientDisconnected, InvalidRequest, NotFound } from '../errors/http-errors.js';
@@ -20,6 +21,8 @@ export interface CreateCall {
   /** Whether the model's routing policy wants the prompt text (cache_aware). */
   wantsText: boolean;
   hashKey: string | undefined;
+  /** The request's X-Sluice-Resume override. */
+  resume: boolean | undefined;
   headers: Record<string, string>;
   /** Aborted when the client goes away (ignored by background responses). */
   signal: AbortSignal;
@@ -69,7 +72,8 @@ export class ResponsesService {
     const input = normaliseInput(request.input);
     const messages = contextToMessages(request.instructions, [...context.history, ...input]);
     const response = baseResponse(request, context.previousResponseId, context.conversationId, store);
-    const payload = JSON.stringify(toChatRequest(request, messages));
+    const chatBody = toChatRequest(request, messages);
+    const payload = JSON.stringify(chatBody);
     const dispatch: DispatchRequest = {
       api: 'responses',
       path: '/v1/chat/completions',
@@ -83,7 +87,29 @@ export class ResponsesService {
       signal: call.signal,
       receivedAt: call.receivedAt,
     };
-    return { response, input, dispatch, store, conversationId: context.conversationId };
+    return {
+      response,
+      input,
+      dispatch,
+      store,
+      conversationId: context.conversationId,
+      resume: (dispatchRequest) => this.dispatcher.resumePlan(dispatchRequest, chatBody, call.resume),
+    };
+  }
+
+  /** The engine stream of a run, resumable on another worker when resume is on. */
+  private streamOf(prepared: PreparedResponse, opened: OpenedStream): ResumableStream {
+    return new ResumableStream(opened, prepared.resume(prepared.dispatch));
+  }
+
+  /** Notes in the response's metadata that its stream was resumed, and on which workers. */
+  private noteResumes(run: ResponseRun, stream: ResumableStream): void {
+    if (stream.resumes === 0) return;
+    run.response.metadata = {
+      ...run.response.metadata,
+      sluice_resumes: String(stream.resumes),
+      sluice_workers: stream.workers.join(','),
+    };
   }
 
   /** Opens the engine stream for a foreground response (pre-first-byte errors are thrown as HTTP errors). */
@@ -101,11 +127,13 @@ export class ResponsesService {
     const onGone = () => run.abandon();
     signal.addEventListener('abort', onGone, { once: true });
     run.builder.begin();
-    const following = run.follow(opened);
+    const stream = this.streamOf(prepared, opened);
+    const following = run.follow(stream);
     // The client may have gone while the stream was opening: the listener above would never fire.
     if (signal.aborted) run.abandon();
     const end = await following;
     signal.removeEventListener('abort', onGone);
+    this.noteResumes(run, stream);
     this.count(prepared, end);
     return this.finish(prepared, run, end, 'insert');
   }
@@ -156,7 +184,9 @@ export class ResponsesService {
       }
       run.builder.started();
       ticker = setInterval(() => void this.progress(id, run), PROGRESS_INTERVAL_MS);
-      end = await run.follow(opened);
+      const stream = this.streamOf(prepared, opened);
+      end = await run.follow(stream);
+      this.noteResumes(run, stream);
     } catch (err) {
       end = controller.signal.aborted
         ? { kind: 'cancelled' }
@@ -295,6 +325,8 @@ export interface PreparedResponse {
   dispatch: DispatchRequest;
   store: boolean;
   conversationId: string | null;
+  /** How the stream may be resumed mid-stream (undefined: it may not). */
+  resume: (dispatch: DispatchRequest) => ResumePlan | undefined;
 }
 
 /** The prompt as text, for prefix-aware routing (the same shape the chat route uses). */

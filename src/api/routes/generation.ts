@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
+import { ResumableStream } from '../../dispatch/resumable-stream.js';
 import { ClientDisconnected, GatewayShuttingDown, InvalidRequest } from '../../errors/http-errors.js';
 import type { ApiName } from '../../observability/metrics.js';
 import type { RouteContext } from '../../routing/types.js';
@@ -51,6 +52,19 @@ function parseRank(header: string | string[] | undefined): number | undefined {
   return rank;
 }
 
+/** `X-Sluice-Resume: on|off` turns mid-stream resume on or off for one request. */
+export function parseResumeHeader(header: string | string[] | undefined): boolean | undefined {
+  if (header === undefined) return undefined;
+  const value = (Array.isArray(header) ? header[0] : header)?.trim().toLowerCase();
+  if (value === 'on' || value === 'true' || value === '1') return true;
+  if (value === 'off' || value === 'false' || value === '0') return false;
+  throw new InvalidRequest(
+    `X-Sluice-Resume must be on or off, got '${value}'.`,
+    'x-sluice-resume',
+    'invalid_value',
+  );
+}
+
 function headerValue(request: FastifyRequest, name: string): string | undefined {
   const value = request.headers[name];
   return Array.isArray(value) ? value[0] : value;
@@ -98,23 +112,38 @@ async function serve<S extends z.ZodType<{ model: string; stream?: boolean | nul
       receivedAt: performance.now(),
     };
     if (dispatchRequest.stream) {
+      const plan = dispatcher.resumePlan(
+        dispatchRequest,
+        request.body as Record<string, unknown>,
+        parseResumeHeader(request.headers['x-sluice-resume']),
+      );
       const opened = await dispatcher.openStream(dispatchRequest);
       observer.worker = opened.attempt.worker.id;
       observer.upstreamRequestId = opened.attempt.requestId;
       reply.hijack();
-      const outcome = await relayStream(reply.raw, opened, {
+      const stream = new ResumableStream(opened, plan);
+      const outcome = await relayStream(reply.raw, stream, {
         requestId: request.id,
         clientGone: dispatchRequest.signal,
         onFirstWrite: () => observer.firstByte(),
       });
+      const resumed = stream.resumes > 0 ? { resumes: stream.resumes, workers: stream.workers } : {};
       if (outcome.kind === 'failed') {
         metrics.streamFailed(kind.api, body.model, outcome.error.reason);
-        observer.finish(200, 'failed', { code: outcome.error.code, reason: outcome.error.reason });
+        observer.finish(200, 'failed', {
+          code: outcome.error.code,
+          reason: outcome.error.reason,
+          ...resumed,
+        });
       } else if (outcome.kind === 'client_gone') {
         metrics.clientDisconnects.inc({ api: kind.api, model: body.model });
         observer.finish(499, 'client_gone');
       } else {
-        observer.finish(200, 'completed', { finishReason: outcome.finishReason, usage: outcome.usage });
+        observer.finish(200, 'completed', {
+          finishReason: outcome.finishReason,
+          usage: outcome.usage,
+          ...resumed,
+        });
       }
       return;
     }

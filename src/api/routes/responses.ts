@@ -11,6 +11,7 @@ import { SSE_HEADERS } from '../relay-stream.js';
 import { RequestObserver } from '../request-observer.js';
 import { validateBody } from '../schemas/validate.js';
 import { sseEventWriter } from '../sse-writer.js';
+import { parseResumeHeader } from './generation.js';
 
 type IdRequest = FastifyRequest<{ Params: { id: string }; Querystring: Record<string, string | undefined> }>;
 
@@ -56,6 +57,7 @@ export function responseRoutes(ctx: GatewayContext) {
         requestId: request.id,
         wantsText: ctx.router.wantsText(body.model),
         hashKey: typeof hashHeader === 'string' ? hashHeader : undefined,
+        resume: parseResumeHeader(request.headers['x-sluice-resume']),
         headers: forward(request.headers),
         signal: controller.signal,
         receivedAt: performance.now(),

@@ -1,0 +1,271 @@
+import { isSluiceError } from '../errors/base.js';
+import { ClientDisconnected } from '../errors/http-errors.js';
+import type { StreamError } from '../errors/stream-errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { ParsedChunk, Usage } from '../streams/chat-stream-tracker.js';
+import type { EngineStreamSink } from '../streams/engine-stream.js';
+import { outcomeOf } from './classify-upstream-error.js';
+import type { OpenedStream } from './dispatcher.js';
+
+/** What a continuation request is made of. */
+export interface Continuation {
+  /** The text generated so far on the only choice, over every attempt. */
+  text: string;
+  /** Output chunks generated so far: the estimate of tokens already produced. */
+  tokens: number;
+  /** Workers that failed this request: a continuation never goes back to one of them. */
+  exclude: ReadonlySet<string>;
+  /** 1 for the first resume, 2 for the second... */
+  number: number;
+}
+
+export interface ResumePlan {
+  maxAttempts: number;
+  /** Opens the continuation on another worker (the dispatcher's pre-first-byte retries included). */
+  open(continuation: Continuation): Promise<OpenedStream>;
+  /** Records a resume outcome (`resumed`, `exhausted`, `unsafe`, `no_worker`) for the metric. */
+  count(outcome: string): void;
+  log: Logger;
+  requestId: string;
+}
+
+interface DeltaLike {
+  content?: unknown;
+  reasoning_content?: unknown;
+  reasoning?: unknown;
+  tool_calls?: unknown;
+  role?: unknown;
+}
+
+/**
+ * The engine stream a client reads, which may span several upstream attempts. The first
+ * attempt's bytes are relayed untouched. When mid-stream resume is on and the stream fails with
+ * a retryable cause, the request is re-issued to another worker as a continuation of the text
+ * shown so far, and that attempt's chunks are rewritten into the same stream: its opening role
+ * chunk dropped, the first attempt's `id` and `created` kept, usage summed over the attempts.
+ * It resumes only plain text on one choice: a tool call or reasoning in progress, or several
+ * choices, cannot be continued safely, and end with the normal terminal failure.
+ */
+export class ResumableStream {
+  private current: OpenedStream;
+  private sink: EngineStreamSink | undefined;
+  private text = '';
+  private tokensThisAttempt = 0;
+  /** Output chunks of each failed attempt, for the usage estimate. */
+  private readonly failedTokens: number[] = [];
+  private unsafe: string | undefined;
+  private id: string | undefined;
+  private created: number | undefined;
+  private ended = false;
+  private abandoned = false;
+  private paused = false;
+  private lastUsage: Usage | undefined;
+  readonly workers: string[];
+  private readonly failed = new Set<string>();
+
+  constructor(
+    first: OpenedStream,
+    private readonly plan: ResumePlan | undefined,
+  ) {
+    this.current = first;
+    this.workers = [first.attempt.worker.id];
+  }
+
+  get worker(): string {
+    return this.current.attempt.worker.id;
+  }
+  get resumes(): number {
+    return this.workers.length - 1;
+  }
+  get usage(): Usage | undefined {
+    return this.lastUsage;
+  }
+  get finishReason(): string | undefined {
+    return this.current.stream.tracker.finishReason;
+  }
+
+  attach(sink: EngineStreamSink): void {
+    this.sink = sink;
+    this.follow(this.current, false);
+  }
+
+  pause(): void {
+    this.paused = true;
+    this.current.stream.pause();
+  }
+
+  resume(): void {
+    this.paused = false;
+    this.current.stream.resume();
+  }
+
+  /** Ends silently (nobody is left to tell) and frees the engine at once. */
+  abandon(reason: Error): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.abandoned = true;
+    this.current.stream.abort(reason, false);
+    this.current.attempt.release('neutral');
+  }
+
+  private follow(opened: OpenedStream, continuation: boolean): void {
+    const sink = this.sink!;
+    this.tokensThisAttempt = 0;
+    opened.sink.attach({
+      onEvents: (raw, chunks) => {
+        if (this.ended) return;
+        for (const chunk of chunks) this.observe(chunk);
+        if (!continuation) {
+          sink.onEvents(raw, chunks);
+          return;
+        }
+        const rewritten = chunks
+          .map((chunk) => this.rewrite(chunk))
+          .filter((c): c is ParsedChunk => c !== undefined);
+        if (rewritten.length > 0) {
+          sink.onEvents(
+            Buffer.from(rewritten.map((c) => `data: ${JSON.stringify(c)}\n\n`).join('')),
+            rewritten,
+          );
+        }
+      },
+      onComplete: (sawDone) => {
+        opened.attempt.release('success');
+        if (this.ended) return;
+        this.ended = true;
+        // A continuation's bytes were rebuilt from its chunks: its [DONE] is written anew.
+        sink.onComplete(continuation ? false : sawDone);
+      },
+      onFail: (error) => {
+        opened.attempt.release(outcomeOf(error));
+        if (this.ended) return;
+        void this.failOrResume(error);
+      },
+    });
+  }
+
+  /** Follows what was generated, to build a continuation and to know whether one is safe. */
+  private observe(chunk: ParsedChunk): void {
+    if (this.id === undefined && typeof chunk.id === 'string') this.id = chunk.id;
+    if (this.created === undefined && typeof chunk.created === 'number') this.created = chunk.created;
+    if (chunk.usage) this.lastUsage = chunk.usage;
+    const choices = chunk.choices ?? [];
+    if (choices.length > 1 || choices.some((c) => typeof c.index === 'number' && c.index > 0)) {
+      this.unsafe = 'several choices';
+    }
+    const choice = choices[0];
+    if (!choice) return;
+    const delta = choice.delta as DeltaLike | undefined;
+    const piece =
+      typeof delta?.content === 'string' ? delta.content : typeof choice.text === 'string' ? choice.text : '';
+    if (piece.length > 0) {
+      this.text += piece;
+      this.tokensThisAttempt++;
+    }
+    if (Array.isArray(delta?.tool_calls) && delta.tool_calls.length > 0)
+      this.unsafe = 'a tool call in progress';
+    const reasoning = delta?.reasoning_content ?? delta?.reasoning;
+    if (typeof reasoning === 'string' && reasoning.length > 0) this.unsafe = 'reasoning in progress';
+  }
+
+  /** A continuation's chunk as part of the first stream; undefined for its opening role chunk. */
+  private rewrite(chunk: ParsedChunk): ParsedChunk | undefined {
+    const choice = chunk.choices?.[0];
+    const delta = choice?.delta as DeltaLike | undefined;
+    const roleOnly =
+      choice !== undefined &&
+      delta?.role !== undefined &&
+      (delta.content === undefined || delta.content === '') &&
+      (choice.finish_reason === null || choice.finish_reason === undefined);
+    if (roleOnly && !chunk.usage) return undefined;
+    const out: ParsedChunk = { ...chunk };
+    if (this.id !== undefined) out.id = this.id;
+    if (this.created !== undefined) out.created = this.created;
+    if (chunk.usage) {
+      out.usage = this.summedUsage(chunk.usage);
+      this.lastUsage = out.usage;
+    }
+    return out;
+  }
+
+  /**
+   * Usage over every attempt: the last attempt's own, plus for each failed attempt its output
+   * chunks as completion tokens and, as its prompt, the next attempt's prompt minus what it had
+   * added (the continuation prompt is the earlier prompt plus the partial output).
+   */
+  private summedUsage(last: Usage): Usage {
+    let prompt = last.prompt_tokens;
+    let completion = last.completion_tokens;
+    let nextPrompt = last.prompt_tokens;
+    for (let i = this.failedTokens.length - 1; i >= 0; i--) {
+      const tokens = this.failedTokens[i]!;
+      const ownPrompt = Math.max(0, nextPrompt - tokens);
+      prompt += ownPrompt;
+      completion += tokens;
+      nextPrompt = ownPrompt;
+    }
+    return {
+      ...last,
+      prompt_tokens: prompt,
+      completion_tokens: completion,
+      total_tokens: prompt + completion,
+    };
+  }
+
+  private async failOrResume(error: StreamError): Promise<void> {
+    const plan = this.plan;
+    const sink = this.sink!;
+    const fail = (outcome?: string) => {
+      if (outcome) plan?.count(outcome);
+      this.ended = true;
+      sink.onFail(error);
+    };
+    if (!plan || !error.retryable) return fail();
+    if (this.unsafe) {
+      plan.log.warn(
+        { requestId: plan.requestId, reason: this.unsafe },
+        'stream not resumed: unsafe to continue',
+      );
+      return fail('unsafe');
+    }
+    if (this.resumes >= plan.maxAttempts) return fail('exhausted');
+    const from = this.worker;
+    this.failed.add(from);
+    this.failedTokens.push(this.tokensThisAttempt);
+    let next: OpenedStream;
+    try {
+      next = await plan.open({
+        text: this.text,
+        tokens: this.failedTokens.reduce((a, b) => a + b, 0),
+        exclude: this.failed,
+        number: this.resumes + 1,
+      });
+    } catch (err) {
+      plan.log.warn(
+        { requestId: plan.requestId, from, code: isSluiceError(err) ? err.code : 'error' },
+        'stream could not be resumed',
+      );
+      return fail('no_worker');
+    }
+    if (this.abandoned) {
+      next.stream.abort(new ClientDisconnected(), false);
+      next.attempt.release('neutral');
+      return;
+    }
+    this.current = next;
+    this.workers.push(next.attempt.worker.id);
+    plan.count('resumed');
+    plan.log.warn(
+      {
+        requestId: plan.requestId,
+        from,
+        to: next.attempt.worker.id,
+        resumes: this.resumes,
+        code: error.code,
+      },
+      'stream resumed on another worker',
+    );
+    if (this.paused) next.stream.pause();
+    this.follow(next, true);
+  }
+}
