@@ -203,7 +203,8 @@ describe('chaos against a real llama.cpp worker', { timeout: 120_000 }, () => {
     const first = response.headers.get('x-sluice-worker');
     const reader = response.body!.getReader();
     let text = '';
-    while ((text.match(/"content":"/g) ?? []).length < 5) text += new TextDecoder().decode((await reader.read()).value);
+    while ((text.match(/"content":"/g) ?? []).length < 5)
+      text += new TextDecoder().decode((await reader.read()).value);
     await (first === 'a' ? a : b).kill();
     for (;;) {
       const { done, value } = await reader.read();
@@ -212,7 +213,9 @@ describe('chaos against a real llama.cpp worker', { timeout: 120_000 }, () => {
     }
     const events = sseData(text);
     expect(events.at(-1)).toBe('[DONE]');
-    const chunks = events.slice(0, -1).map((e) => JSON.parse(e) as { id: string; error?: unknown; usage?: { completion_tokens: number } });
+    const chunks = events
+      .slice(0, -1)
+      .map((e) => JSON.parse(e) as { id: string; error?: unknown; usage?: { completion_tokens: number } });
     expect(chunks.some((c) => c.error)).toBe(false);
     expect(new Set(chunks.map((c) => c.id)).size).toBe(1);
     expect(events.some((e) => e.includes('"finish_reason":"length"'))).toBe(true);
