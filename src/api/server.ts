@@ -6,6 +6,7 @@ import { installErrorHandlers } from './error-handler.js';
 import { adminModelRoutes } from './routes/admin-models.js';
 import { adminWorkerRoutes } from './routes/admin-workers.js';
 import { conversationRoutes } from './routes/conversations.js';
+import { dashboardRoutes } from './routes/dashboard.js';
 import { generationRoutes } from './routes/generation.js';
 import { healthRoutes } from './routes/health.js';
 import { metricsRoutes } from './routes/metrics.js';
@@ -58,5 +59,6 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
   app.register(metricsRoutes(ctx));
   app.register(adminWorkerRoutes(ctx));
   app.register(adminModelRoutes(ctx));
+  app.register(dashboardRoutes(ctx));
   return app;
 }
