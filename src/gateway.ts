@@ -5,6 +5,7 @@ import type { GatewayContext } from './api/context.js';
 import { buildServer } from './api/server.js';
 import { ModelSettings } from './config/model-settings.js';
 import type { SluiceConfig } from './config/schema.js';
+import { KubernetesDiscovery } from './discovery/kubernetes.js';
 import { Dispatcher } from './dispatch/dispatcher.js';
 import { Router } from './dispatch/router.js';
 import { ClientClosed, DispatcherClosed } from './errors/stream-errors.js';
@@ -29,6 +30,7 @@ export class Gateway {
   readonly app: FastifyInstance;
   readonly context: GatewayContext;
   private readonly lifecycle = { draining: false };
+  private discovery: KubernetesDiscovery | undefined;
   private closed = false;
 
   constructor(
@@ -76,6 +78,7 @@ export class Gateway {
   async start(): Promise<string> {
     await this.context.store?.migrate();
     for (const worker of this.config.workers) this.context.registry.add(worker, 'static');
+    await this.startDiscovery();
     await this.context.health.checkAll();
     this.context.health.start();
     await this.app.listen({ host: this.config.server.host, port: this.config.server.port });
@@ -90,6 +93,27 @@ export class Gateway {
       'sluice gateway listening',
     );
     return url;
+  }
+
+  /** Workers from the Kubernetes API, added and removed as their pods come and go. */
+  private async startDiscovery(): Promise<void> {
+    const options = this.config.discovery.kubernetes;
+    if (!options) return;
+    const { registry, health, log } = this.context;
+    this.discovery = new KubernetesDiscovery({ ...options, logger: log });
+    await this.discovery.start({
+      onAdd: (found) => {
+        if (registry.get(found.id)) return;
+        const worker = registry.add({ url: found.url, id: found.id }, 'discovery');
+        log.info({ worker: worker.id, url: found.url, pod: found.pod }, 'worker discovered');
+        void health.check(worker);
+      },
+      onRemove: (id) => {
+        if (!registry.get(id)) return;
+        registry.remove(id);
+        log.info({ worker: id }, 'worker gone from discovery');
+      },
+    });
   }
 
   get url(): string {
@@ -129,6 +153,7 @@ export class Gateway {
     this.closed = true;
     this.lifecycle.draining = true;
     this.context.health.stop();
+    await this.discovery?.stop();
     if (this.context.requests.size > 0) {
       this.context.requests.closeAll(
         new ClientClosed('The gateway closed its engine clients; the stream was ended.'),

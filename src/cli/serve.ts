@@ -16,6 +16,7 @@ interface ServeFlags {
   logLevel?: string;
   dataDir?: string;
   storage?: string;
+  adminKey?: string;
 }
 
 export function registerServe(program: Command): void {
@@ -34,6 +35,7 @@ export function registerServe(program: Command): void {
     .option('--log-level <level>', 'fatal, error, warn, info, debug, trace or silent (SLUICE_LOG_LEVEL)')
     .option('--data-dir <dir>', 'where the gateway keeps its files (default ~/.sluice; SLUICE_DATA_DIR)')
     .option('--storage <kind>', 'response storage: sqlite, postgres or none (SLUICE_STORAGE)')
+    .option('--admin-key <key>', 'the admin API key; without one the admin API is open (SLUICE_ADMIN_KEY)')
     .action(async (flags: ServeFlags) => {
       let config: ReturnType<typeof loadConfig>;
       try {
@@ -47,7 +49,7 @@ export function registerServe(program: Command): void {
       }
       const log = createLogger(config.log.level);
       let embedded: EmbeddedWorker | undefined;
-      if (config.workers.length === 0) {
+      if (config.workers.length === 0 && !config.discovery.kubernetes) {
         // Nothing configured: serve the tiny demo model on a local engine, so one command runs it.
         embedded = new EmbeddedWorker(await ensureTinyModel(config.dataDir, log), log);
         const url = await embedded.start();

@@ -24,6 +24,7 @@ export interface ConfigFlags {
   logLevel?: string | undefined;
   dataDir?: string | undefined;
   storage?: string | undefined;
+  adminKey?: string | undefined;
 }
 
 /** Environment variables and the config path each one sets. */
@@ -44,6 +45,8 @@ const ENV_PATHS: Record<string, { path: string[]; kind: 'string' | 'number' | 'l
   SLUICE_STORAGE: { path: ['storage', 'kind'], kind: 'string' },
   SLUICE_SQLITE_PATH: { path: ['storage', 'path'], kind: 'string' },
   SLUICE_POSTGRES_URL: { path: ['storage', 'url'], kind: 'string' },
+  SLUICE_REDIS_URL: { path: ['redis', 'url'], kind: 'string' },
+  SLUICE_ADMIN_KEY: { path: ['auth', 'adminKey'], kind: 'string' },
 };
 
 export const ENV_VARIABLES = Object.keys(ENV_PATHS);
@@ -114,6 +117,7 @@ function applyFlags(layer: Json, flags: ConfigFlags): void {
   if (flags.logLevel !== undefined) setPath(layer, ['log', 'level'], flags.logLevel);
   if (flags.dataDir !== undefined) setPath(layer, ['dataDir'], flags.dataDir);
   if (flags.storage !== undefined) setPath(layer, ['storage', 'kind'], flags.storage);
+  if (flags.adminKey !== undefined) setPath(layer, ['auth', 'adminKey'], flags.adminKey);
   if (flags.worker !== undefined && flags.worker.length > 0) {
     setPath(layer, ['workers'], workersFromUrls(flags.worker));
   }

@@ -160,6 +160,37 @@ export const configSchema = z.strictObject({
       message: 'storage.url is required when storage.kind is postgres',
       path: ['url'],
     }),
+  /** Redis, shared by several gateway replicas for rate limits (a single process does without). */
+  redis: z
+    .strictObject({
+      url: z.string().min(1).optional(),
+      keyPrefix: z.string().default('sluice:'),
+    })
+    .prefault({}),
+  auth: z
+    .strictObject({
+      /** The admin API's own key (Authorization: Bearer); without it the admin API is open. */
+      adminKey: z.string().min(16, 'the admin key must be at least 16 characters').optional(),
+    })
+    .prefault({}),
+  discovery: z
+    .strictObject({
+      /** Workers from the Kubernetes API: pods matching a label selector, watched. */
+      kubernetes: z
+        .strictObject({
+          apiServer: z.url().default('https://kubernetes.default.svc'),
+          namespace: z.string().min(1),
+          labelSelector: z.string().min(1),
+          portAnnotation: z.string().min(1).default('sluice.io/port'),
+          defaultPort: z.number().int().min(1).max(65535).optional(),
+          scheme: z.enum(['http', 'https']).default('http'),
+          tokenFile: z.string().min(1).optional(),
+          caFile: z.string().min(1).optional(),
+          insecureSkipTlsVerify: z.boolean().default(false),
+        })
+        .optional(),
+    })
+    .prefault({}),
   workers: z.array(workerSchema).default([]),
   models: z.record(z.string().min(1), modelSchema).default({}),
 });
