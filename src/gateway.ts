@@ -1,6 +1,7 @@
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
+import { AccessControl } from './api/access-control.js';
 import type { GatewayContext } from './api/context.js';
 import { buildServer } from './api/server.js';
 import { ModelSettings } from './config/model-settings.js';
@@ -14,7 +15,7 @@ import { GatewayMetrics } from './observability/metrics.js';
 import { ConversationsService } from './responses/conversations.js';
 import { ResponsesService } from './responses/service.js';
 import { createStore } from './storage/index.js';
-import type { Store } from './storage/types.js';
+import type { KeyStore, Store } from './storage/types.js';
 import { RequestRegistry } from './streams/request-registry.js';
 import { HealthChecker } from './workers/health-checker.js';
 import { WorkerRegistry } from './workers/registry.js';
@@ -64,6 +65,7 @@ export class Gateway {
       requests,
       lifecycle: this.lifecycle,
       store,
+      access: new AccessControl(config, store, log),
       responses: new ResponsesService(dispatcher, store, metrics, log),
       conversations: new ConversationsService(store),
     };
@@ -77,6 +79,7 @@ export class Gateway {
   /** Registers the configured workers, checks them once, then listens. */
   async start(): Promise<string> {
     await this.context.store?.migrate();
+    await this.context.access.start();
     for (const worker of this.config.workers) this.context.registry.add(worker, 'static');
     await this.startDiscovery();
     await this.context.health.checkAll();
@@ -162,11 +165,12 @@ export class Gateway {
     }
     await this.app.close();
     await this.context.registry.closeAll();
+    await this.context.access.close();
     await this.context.store?.close();
   }
 }
 
-function openStore(config: SluiceConfig): Store | undefined {
+function openStore(config: SluiceConfig): (Store & KeyStore) | undefined {
   const { storage } = config;
   if (storage.kind === 'none') return undefined;
   if (storage.kind === 'postgres')

@@ -9,6 +9,7 @@ import type { Store } from '../storage/types.js';
 import type { RequestRegistry } from '../streams/request-registry.js';
 import type { HealthChecker } from '../workers/health-checker.js';
 import type { WorkerRegistry } from '../workers/registry.js';
+import type { AccessControl } from './access-control.js';
 
 export interface Lifecycle {
   /** Set on shutdown: new requests get a 503 and readiness fails. */
@@ -27,6 +28,7 @@ export interface GatewayContext {
   readonly requests: RequestRegistry;
   readonly lifecycle: Lifecycle;
   readonly store: Store | undefined;
+  readonly access: AccessControl;
   readonly responses: ResponsesService;
   readonly conversations: ConversationsService;
 }

@@ -3,6 +3,7 @@ import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } 
 import { GatewayShuttingDown } from '../errors/http-errors.js';
 import type { GatewayContext } from './context.js';
 import { installErrorHandlers } from './error-handler.js';
+import { adminKeyRoutes } from './routes/admin-keys.js';
 import { adminModelRoutes } from './routes/admin-models.js';
 import { adminWorkerRoutes } from './routes/admin-workers.js';
 import { conversationRoutes } from './routes/conversations.js';
@@ -36,15 +37,23 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
   // Plain JSON.parse: the body is only read and forwarded, never merged into other objects, so
   // the prototype-poisoning scan of fastify's default parser buys nothing on this hot path.
   app.removeAllContentTypeParsers();
-  app.addContentTypeParser('application/json', { parseAs: 'string' }, (_request, body, done) => {
+  app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     try {
-      done(null, JSON.parse(body as string));
+      // A DELETE or GET sent with a JSON content type and nothing in it has no body, not a bad one.
+      const empty =
+        (body as string).length === 0 && (request.method === 'DELETE' || request.method === 'GET');
+      done(null, empty ? undefined : JSON.parse(body as string));
     } catch (err) {
       (err as { statusCode?: number }).statusCode = 400;
       done(err as Error, undefined);
     }
   });
   installErrorHandlers(app, ctx.log, ctx.config.server.bodyLimitBytes);
+  // The admin API and the dashboard need the admin key when one is configured.
+  app.addHook('onRequest', async (request) => {
+    if (request.url.startsWith('/admin') || request.url.startsWith('/dashboard'))
+      ctx.access.requireAdmin(request);
+  });
   // While draining, a request on a kept-alive connection gets a 503 and the connection closes.
   app.addHook('onRequest', async (request, reply) => {
     if (!ctx.lifecycle.draining || request.url.startsWith('/health') || request.url === '/metrics') return;
@@ -59,6 +68,7 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
   app.register(metricsRoutes(ctx));
   app.register(adminWorkerRoutes(ctx));
   app.register(adminModelRoutes(ctx));
+  app.register(adminKeyRoutes(ctx));
   app.register(dashboardRoutes(ctx));
   return app;
 }

@@ -4,6 +4,7 @@ import type { StreamError } from '../errors/stream-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { ParsedChunk, Usage } from '../streams/chat-stream-tracker.js';
 import type { EngineStreamSink } from '../streams/engine-stream.js';
+import { parseSseFields, SseSplitter } from '../streams/sse-splitter.js';
 import { outcomeOf } from './classify-upstream-error.js';
 import type { OpenedStream } from './dispatcher.js';
 
@@ -37,6 +38,29 @@ interface DeltaLike {
   role?: unknown;
 }
 
+/** The usage chunk that `stream_options.include_usage` adds at the end: no choices, only usage. */
+function isUsageOnly(chunk: ParsedChunk): boolean {
+  return chunk.usage != null && Array.isArray(chunk.choices) && chunk.choices.length === 0;
+}
+
+/** The events of `raw` without its usage-only ones (the usage the gateway asked for itself). */
+function withoutUsageEvents(raw: Buffer): Buffer {
+  const kept: Buffer[] = [];
+  new SseSplitter().push(raw, (event) => {
+    const { data } = parseSseFields(event);
+    if (data === undefined || data === '[DONE]' || !data.includes('"usage"')) {
+      kept.push(event);
+      return;
+    }
+    try {
+      if (!isUsageOnly(JSON.parse(data) as ParsedChunk)) kept.push(event);
+    } catch {
+      kept.push(event);
+    }
+  });
+  return Buffer.concat(kept);
+}
+
 /**
  * The engine stream a client reads, which may span several upstream attempts. The first
  * attempt's bytes are relayed untouched. When mid-stream resume is on and the stream fails with
@@ -66,6 +90,7 @@ export class ResumableStream {
   constructor(
     first: OpenedStream,
     private readonly plan: ResumePlan | undefined,
+    private readonly options: { dropUsage?: boolean } = {},
   ) {
     this.current = first;
     this.workers = [first.attempt.worker.id];
@@ -116,7 +141,12 @@ export class ResumableStream {
         if (this.ended) return;
         for (const chunk of chunks) this.observe(chunk);
         if (!continuation) {
-          sink.onEvents(raw, chunks);
+          if (this.options.dropUsage && chunks.some(isUsageOnly)) {
+            const kept = chunks.filter((c) => !isUsageOnly(c));
+            sink.onEvents(withoutUsageEvents(raw), kept);
+          } else {
+            sink.onEvents(raw, chunks);
+          }
           return;
         }
         const rewritten = chunks

@@ -23,6 +23,8 @@ export interface CreateCall {
   hashKey: string | undefined;
   /** The request's X-Sluice-Resume override. */
   resume: boolean | undefined;
+  /** Sees the final usage (for the calling key's counters), once the response has ended. */
+  onUsage?: ((usage: { prompt_tokens: number; completion_tokens: number } | undefined) => void) | undefined;
   headers: Record<string, string>;
   /** Aborted when the client goes away (ignored by background responses). */
   signal: AbortSignal;
@@ -94,6 +96,7 @@ export class ResponsesService {
       store,
       conversationId: context.conversationId,
       resume: (dispatchRequest) => this.dispatcher.resumePlan(dispatchRequest, chatBody, call.resume),
+      onUsage: call.onUsage,
     };
   }
 
@@ -258,6 +261,10 @@ export class ResponsesService {
       }
     }
     run.publish(terminal.eventJson, terminal.type);
+    const usage = run.response.usage;
+    prepared.onUsage?.(
+      usage ? { prompt_tokens: usage.input_tokens, completion_tokens: usage.output_tokens } : undefined,
+    );
     return {
       json: terminal.responseJson,
       eventJson: terminal.eventJson,
@@ -327,6 +334,7 @@ export interface PreparedResponse {
   conversationId: string | null;
   /** How the stream may be resumed mid-stream (undefined: it may not). */
   resume: (dispatch: DispatchRequest) => ResumePlan | undefined;
+  onUsage: CreateCall['onUsage'];
 }
 
 /** The prompt as text, for prefix-aware routing (the same shape the chat route uses). */

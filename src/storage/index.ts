@@ -1,13 +1,13 @@
 import { PostgresStore } from './postgres-store.js';
 import { SqliteStore } from './sqlite-store.js';
-import type { Store } from './types.js';
+import type { KeyStore, Store } from './types.js';
 
 export type StoreOptions =
   | { kind: 'sqlite'; path: string }
   | { kind: 'postgres'; url: string; schema?: string };
 
-/** Opens the configured backend; call `migrate()` before using it. */
-export function createStore(options: StoreOptions): Store {
+/** Opens the configured backend; call `migrate()` before using it. Both backends also keep API keys. */
+export function createStore(options: StoreOptions): Store & KeyStore {
   switch (options.kind) {
     case 'sqlite':
       return new SqliteStore(options.path);

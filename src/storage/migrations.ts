@@ -47,6 +47,29 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    version: 2,
+    description: 'virtual API keys and their usage counters',
+    sql: `
+      CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY,
+        hash TEXT NOT NULL UNIQUE,
+        prefix TEXT NOT NULL,
+        name TEXT,
+        models_json TEXT,
+        rpm INTEGER,
+        tpm INTEGER,
+        budget_tokens INTEGER,
+        created_at INTEGER NOT NULL
+      ) STRICT;
+      CREATE TABLE api_key_usage (
+        key_id TEXT PRIMARY KEY REFERENCES api_keys (id) ON DELETE CASCADE,
+        requests INTEGER NOT NULL DEFAULT 0,
+        prompt_tokens INTEGER NOT NULL DEFAULT 0,
+        completion_tokens INTEGER NOT NULL DEFAULT 0
+      ) STRICT;
+    `,
+  },
 ];
 
 export const POSTGRES_MIGRATIONS: readonly Migration[] = [
@@ -79,6 +102,29 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
         json TEXT NOT NULL,
         PRIMARY KEY (conversation_id, seq),
         UNIQUE (conversation_id, item_id)
+      );
+    `,
+  },
+  {
+    version: 2,
+    description: 'virtual API keys and their usage counters',
+    sql: `
+      CREATE TABLE api_keys (
+        id TEXT PRIMARY KEY,
+        hash TEXT NOT NULL UNIQUE,
+        prefix TEXT NOT NULL,
+        name TEXT,
+        models_json TEXT,
+        rpm BIGINT,
+        tpm BIGINT,
+        budget_tokens BIGINT,
+        created_at BIGINT NOT NULL
+      );
+      CREATE TABLE api_key_usage (
+        key_id TEXT PRIMARY KEY REFERENCES api_keys (id) ON DELETE CASCADE,
+        requests BIGINT NOT NULL DEFAULT 0,
+        prompt_tokens BIGINT NOT NULL DEFAULT 0,
+        completion_tokens BIGINT NOT NULL DEFAULT 0
       );
     `,
   },

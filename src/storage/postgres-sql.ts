@@ -26,6 +26,27 @@ export interface PostgresItemRow {
   json: string;
 }
 
+export interface PostgresKeyRow {
+  id: string;
+  name: string | null;
+  hash: string;
+  prefix: string;
+  models_json: string | null;
+  /** BIGINT columns arrive as strings. */
+  rpm: string | null;
+  tpm: string | null;
+  budget_tokens: string | null;
+  created_at: string;
+}
+
+export interface PostgresUsageRow {
+  requests: string;
+  prompt_tokens: string;
+  completion_tokens: string;
+}
+
+const KEY_COLUMNS = 'id, name, hash, prefix, models_json, rpm, tpm, budget_tokens, created_at';
+
 const RESPONSE_COLUMNS = `id, created_at, status, model, previous_response_id, conversation_id, json,
   input_items_json, events_json, cancel_requested`;
 
@@ -53,6 +74,21 @@ export const SQL = {
   allItems: 'SELECT item_id, json FROM conversation_items WHERE conversation_id = $1 ORDER BY seq',
   getItem: 'SELECT item_id, json FROM conversation_items WHERE conversation_id = $1 AND item_id = $2',
   deleteItem: 'DELETE FROM conversation_items WHERE conversation_id = $1 AND item_id = $2',
+  // One statement, so the key never exists without its usage row.
+  insertKey: `WITH key AS (
+      INSERT INTO api_keys (${KEY_COLUMNS}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id
+    )
+    INSERT INTO api_key_usage (key_id) SELECT id FROM key`,
+  getKeyByHash: `SELECT ${KEY_COLUMNS} FROM api_keys WHERE hash = $1`,
+  getKey: `SELECT ${KEY_COLUMNS} FROM api_keys WHERE id = $1`,
+  listKeys: `SELECT ${KEY_COLUMNS} FROM api_keys ORDER BY created_at, id`,
+  deleteKey: 'DELETE FROM api_keys WHERE id = $1',
+  // Increments in place under the row lock: concurrent writers from any replica queue, none is lost.
+  addUsage: `UPDATE api_key_usage SET requests = requests + $2, prompt_tokens = prompt_tokens + $3,
+    completion_tokens = completion_tokens + $4 WHERE key_id = $1`,
+  getUsage: `SELECT COALESCE(u.requests, 0) AS requests, COALESCE(u.prompt_tokens, 0) AS prompt_tokens,
+    COALESCE(u.completion_tokens, 0) AS completion_tokens
+    FROM api_keys AS k LEFT JOIN api_key_usage AS u ON u.key_id = k.id WHERE k.id = $1`,
 };
 
 /** $1 conversation id, $2 limit, $3 the `after` item id (only with a cursor). */

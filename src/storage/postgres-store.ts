@@ -5,18 +5,25 @@ import { toPage } from './pagination.js';
 import {
   type PostgresConversationRow,
   type PostgresItemRow,
+  type PostgresKeyRow,
   type PostgresResponseRow,
+  type PostgresUsageRow,
   pageSql,
   SQL,
 } from './postgres-sql.js';
-import type {
-  Page,
-  PageRequest,
-  ResponseUpdate,
-  Store,
-  StoredConversation,
-  StoredItem,
-  StoredResponse,
+import {
+  type KeyStore,
+  modelsFromJson,
+  modelsToJson,
+  type Page,
+  type PageRequest,
+  type ResponseUpdate,
+  type Store,
+  type StoredApiKey,
+  type StoredConversation,
+  type StoredItem,
+  type StoredKeyUsage,
+  type StoredResponse,
 } from './types.js';
 
 export interface PostgresStoreOptions {
@@ -31,7 +38,7 @@ const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 const ignore = (): void => {};
 
 /** The shared store for several gateway replicas. */
-export class PostgresStore implements Store {
+export class PostgresStore implements Store, KeyStore {
   readonly kind = 'postgres' as const;
   private readonly pool: pg.Pool;
   private readonly schema: string | undefined;
@@ -160,6 +167,61 @@ export class PostgresStore implements Store {
     return changed(await this.query('deleteConversationItem', SQL.deleteItem, [conversationId, itemId]));
   }
 
+  async insertKey(key: StoredApiKey): Promise<void> {
+    await this.query('insertKey', SQL.insertKey, [
+      key.id,
+      key.name,
+      key.hash,
+      key.prefix,
+      modelsToJson(key.models),
+      key.rpm,
+      key.tpm,
+      key.budgetTokens,
+      key.createdAt,
+    ]);
+  }
+
+  async getKeyByHash(hash: string): Promise<StoredApiKey | undefined> {
+    const { rows } = await this.query<PostgresKeyRow>('getKeyByHash', SQL.getKeyByHash, [hash]);
+    return rows[0] && toStoredApiKey(rows[0]);
+  }
+
+  async getKey(id: string): Promise<StoredApiKey | undefined> {
+    const { rows } = await this.query<PostgresKeyRow>('getKey', SQL.getKey, [id]);
+    return rows[0] && toStoredApiKey(rows[0]);
+  }
+
+  async listKeys(): Promise<StoredApiKey[]> {
+    const { rows } = await this.query<PostgresKeyRow>('listKeys', SQL.listKeys, []);
+    return rows.map(toStoredApiKey);
+  }
+
+  async deleteKey(id: string): Promise<boolean> {
+    return changed(await this.query('deleteKey', SQL.deleteKey, [id]));
+  }
+
+  async addUsage(
+    id: string,
+    requests: number,
+    promptTokens: number,
+    completionTokens: number,
+  ): Promise<boolean> {
+    const values = [id, requests, promptTokens, completionTokens];
+    return changed(await this.query('addUsage', SQL.addUsage, values));
+  }
+
+  async getUsage(id: string): Promise<StoredKeyUsage | undefined> {
+    const { rows } = await this.query<PostgresUsageRow>('getUsage', SQL.getUsage, [id]);
+    const row = rows[0];
+    return (
+      row && {
+        requests: Number(row.requests),
+        promptTokens: Number(row.prompt_tokens),
+        completionTokens: Number(row.completion_tokens),
+      }
+    );
+  }
+
   private async conversationExists(operation: string, id: string): Promise<boolean> {
     return changed(await this.query(operation, SQL.conversationExists, [id]));
   }
@@ -227,6 +289,24 @@ function toStoredResponse(row: PostgresResponseRow): StoredResponse {
     eventsJson: row.events_json,
     cancelRequested: row.cancel_requested,
   };
+}
+
+function toStoredApiKey(row: PostgresKeyRow): StoredApiKey {
+  return {
+    id: row.id,
+    name: row.name,
+    hash: row.hash,
+    prefix: row.prefix,
+    models: modelsFromJson(row.models_json),
+    rpm: nullableNumber(row.rpm),
+    tpm: nullableNumber(row.tpm),
+    budgetTokens: nullableNumber(row.budget_tokens),
+    createdAt: Number(row.created_at),
+  };
+}
+
+function nullableNumber(value: string | null): number | null {
+  return value === null ? null : Number(value);
 }
 
 function toStoredItem(row: PostgresItemRow): StoredItem {

@@ -26,6 +26,43 @@ export interface SqliteItemRow {
   json: string;
 }
 
+export interface SqliteKeyRow {
+  id: string;
+  name: string | null;
+  hash: string;
+  prefix: string;
+  models_json: string | null;
+  rpm: number | null;
+  tpm: number | null;
+  budget_tokens: number | null;
+  created_at: number;
+}
+
+export interface SqliteUsageRow {
+  requests: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+}
+
+interface KeyParams {
+  id: string;
+  name: string | null;
+  hash: string;
+  prefix: string;
+  modelsJson: string | null;
+  rpm: number | null;
+  tpm: number | null;
+  budgetTokens: number | null;
+  createdAt: number;
+}
+
+interface UsageParams {
+  id: string;
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
 interface ResponseParams {
   id: string;
   createdAt: number;
@@ -58,6 +95,8 @@ interface ItemParams {
 
 const RESPONSE_COLUMNS = `id, created_at, status, model, previous_response_id, conversation_id, json,
   input_items_json, events_json, cancel_requested`;
+
+const KEY_COLUMNS = 'id, name, hash, prefix, models_json, rpm, tpm, budget_tokens, created_at';
 
 /** Every statement the SQLite store runs, prepared once (the tables must exist). */
 export function prepareSqliteStatements(db: Database.Database) {
@@ -109,10 +148,36 @@ export function prepareSqliteStatements(db: Database.Database) {
     deleteItem: db.prepare<[string, string]>(
       'DELETE FROM conversation_items WHERE conversation_id = ? AND item_id = ?',
     ),
+    ...prepareKeyStatements(db),
   };
 }
 
 export type SqliteStatements = ReturnType<typeof prepareSqliteStatements>;
+
+function prepareKeyStatements(db: Database.Database) {
+  return {
+    insertKey: db.prepare<KeyParams>(
+      `INSERT INTO api_keys (${KEY_COLUMNS}) VALUES (@id, @name, @hash, @prefix, @modelsJson, @rpm, @tpm,
+        @budgetTokens, @createdAt)`,
+    ),
+    insertKeyUsage: db.prepare<[string]>('INSERT INTO api_key_usage (key_id) VALUES (?)'),
+    getKeyByHash: db.prepare<[string], SqliteKeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE hash = ?`),
+    getKey: db.prepare<[string], SqliteKeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys WHERE id = ?`),
+    listKeys: db.prepare<[], SqliteKeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys ORDER BY created_at, id`),
+    deleteKey: db.prepare<[string]>('DELETE FROM api_keys WHERE id = ?'),
+    // One statement that increments in place: no read-modify-write for concurrent writers to race on.
+    addUsage: db.prepare<UsageParams>(
+      `UPDATE api_key_usage SET requests = requests + @requests,
+        prompt_tokens = prompt_tokens + @promptTokens, completion_tokens = completion_tokens + @completionTokens
+        WHERE key_id = @id`,
+    ),
+    getUsage: db.prepare<[string], SqliteUsageRow>(
+      `SELECT COALESCE(u.requests, 0) AS requests, COALESCE(u.prompt_tokens, 0) AS prompt_tokens,
+        COALESCE(u.completion_tokens, 0) AS completion_tokens
+        FROM api_keys AS k LEFT JOIN api_key_usage AS u ON u.key_id = k.id WHERE k.id = ?`,
+    ),
+  };
+}
 
 interface PageParams {
   conversationId: string;

@@ -7,17 +7,23 @@ import { toPage } from './pagination.js';
 import {
   prepareSqliteStatements,
   type SqliteItemRow,
+  type SqliteKeyRow,
   type SqliteResponseRow,
   type SqliteStatements,
 } from './sqlite-statements.js';
-import type {
-  Page,
-  PageRequest,
-  ResponseUpdate,
-  Store,
-  StoredConversation,
-  StoredItem,
-  StoredResponse,
+import {
+  type KeyStore,
+  modelsFromJson,
+  modelsToJson,
+  type Page,
+  type PageRequest,
+  type ResponseUpdate,
+  type Store,
+  type StoredApiKey,
+  type StoredConversation,
+  type StoredItem,
+  type StoredKeyUsage,
+  type StoredResponse,
 } from './types.js';
 
 export interface SqliteStoreOptions {
@@ -29,7 +35,7 @@ export interface SqliteStoreOptions {
  * The embedded store. better-sqlite3 is synchronous, so every method finishes its work before
  * returning its promise; several processes may still share the file (WAL, busy_timeout).
  */
-export class SqliteStore implements Store {
+export class SqliteStore implements Store, KeyStore {
   readonly kind = 'sqlite' as const;
   private readonly db: Database.Database;
   private prepared: Prepared | undefined;
@@ -159,6 +165,57 @@ export class SqliteStore implements Store {
     );
   }
 
+  async insertKey(key: StoredApiKey): Promise<void> {
+    this.withPrepared('insertKey', ({ insertKey }) => insertKey.immediate(key));
+  }
+
+  async getKeyByHash(hash: string): Promise<StoredApiKey | undefined> {
+    return this.withPrepared('getKeyByHash', ({ statements }) => {
+      const row = statements.getKeyByHash.get(hash);
+      return row && toStoredApiKey(row);
+    });
+  }
+
+  async getKey(id: string): Promise<StoredApiKey | undefined> {
+    return this.withPrepared('getKey', ({ statements }) => {
+      const row = statements.getKey.get(id);
+      return row && toStoredApiKey(row);
+    });
+  }
+
+  async listKeys(): Promise<StoredApiKey[]> {
+    return this.withPrepared('listKeys', ({ statements }) => statements.listKeys.all().map(toStoredApiKey));
+  }
+
+  async deleteKey(id: string): Promise<boolean> {
+    return this.withPrepared('deleteKey', ({ statements }) => statements.deleteKey.run(id).changes > 0);
+  }
+
+  async addUsage(
+    id: string,
+    requests: number,
+    promptTokens: number,
+    completionTokens: number,
+  ): Promise<boolean> {
+    return this.withPrepared('addUsage', ({ statements }) => {
+      const params = { id, requests, promptTokens, completionTokens };
+      return statements.addUsage.run(params).changes > 0;
+    });
+  }
+
+  async getUsage(id: string): Promise<StoredKeyUsage | undefined> {
+    return this.withPrepared('getUsage', ({ statements }) => {
+      const row = statements.getUsage.get(id);
+      return (
+        row && {
+          requests: row.requests,
+          promptTokens: row.prompt_tokens,
+          completionTokens: row.completion_tokens,
+        }
+      );
+    });
+  }
+
   private run<T>(operation: string, work: () => T): T {
     try {
       return work();
@@ -200,6 +257,10 @@ function prepare(db: Database.Database) {
       if (rows.length === 0 && statements.conversationExists.get(id) === undefined) return undefined;
       return toPage(rows.map(toStoredItem), page.limit);
     }),
+    insertKey: db.transaction((key: StoredApiKey) => {
+      statements.insertKey.run({ ...key, modelsJson: modelsToJson(key.models) });
+      statements.insertKeyUsage.run(key.id);
+    }),
     allItems: db.transaction((id: string) => {
       const rows = statements.allItems.all(id);
       if (rows.length === 0 && statements.conversationExists.get(id) === undefined) return undefined;
@@ -231,6 +292,20 @@ function toStoredResponse(row: SqliteResponseRow): StoredResponse {
     inputItemsJson: row.input_items_json,
     eventsJson: row.events_json,
     cancelRequested: row.cancel_requested !== 0,
+  };
+}
+
+function toStoredApiKey(row: SqliteKeyRow): StoredApiKey {
+  return {
+    id: row.id,
+    name: row.name,
+    hash: row.hash,
+    prefix: row.prefix,
+    models: modelsFromJson(row.models_json),
+    rpm: row.rpm,
+    tpm: row.tpm,
+    budgetTokens: row.budget_tokens,
+    createdAt: row.created_at,
   };
 }
 

@@ -2,7 +2,8 @@
  * The storage of the Responses and Conversations APIs, behind one interface with two real
  * backends: SQLite (better-sqlite3, the embedded default) and PostgreSQL (pg, for several
  * gateway replicas). Objects are kept as the exact JSON text the client was sent, never
- * re-serialised: what `GET` returns is byte-identical to what was emitted.
+ * re-serialised: what `GET` returns is byte-identical to what was emitted. The same backends
+ * also keep the virtual API keys and their usage counters (`KeyStore`).
  */
 
 export interface StoredResponse {
@@ -87,4 +88,64 @@ export interface Store {
   allConversationItems(id: string): Promise<StoredItem[] | undefined>;
   getConversationItem(conversationId: string, itemId: string): Promise<StoredItem | undefined>;
   deleteConversationItem(conversationId: string, itemId: string): Promise<boolean>;
+}
+
+/** A virtual API key as stored. The secret itself is never stored, only its SHA-256 digest. */
+export interface StoredApiKey {
+  /** `key_…`. */
+  id: string;
+  name: string | null;
+  /** Lowercase hex SHA-256 of the secret; unique. */
+  hash: string;
+  /** The first characters of the secret, for display. */
+  prefix: string;
+  /** The models this key may use; null means every model. */
+  models: string[] | null;
+  /** Requests per minute; null means unlimited. */
+  rpm: number | null;
+  /** Tokens (prompt + completion) per minute; null means unlimited. */
+  tpm: number | null;
+  /** Lifetime total tokens; null means unlimited. */
+  budgetTokens: number | null;
+  /** Unix seconds. */
+  createdAt: number;
+}
+
+/** Lifetime counters of one key. */
+export interface StoredKeyUsage {
+  requests: number;
+  promptTokens: number;
+  completionTokens: number;
+}
+
+export interface KeyStore {
+  /** Inserts a key with zeroed usage counters. Throws StoreError (store_duplicate) on a duplicate id or hash. */
+  insertKey(key: StoredApiKey): Promise<void>;
+  getKeyByHash(hash: string): Promise<StoredApiKey | undefined>;
+  getKey(id: string): Promise<StoredApiKey | undefined>;
+  /** Every key, oldest first. */
+  listKeys(): Promise<StoredApiKey[]>;
+  /** Deletes a key and its usage; false when it did not exist. */
+  deleteKey(id: string): Promise<boolean>;
+  /**
+   * Adds to a key's counters in one atomic increment, so concurrent requests (from any number of
+   * replicas) never lose an update. False when the key does not exist (deleted meanwhile).
+   */
+  addUsage(id: string, requests: number, promptTokens: number, completionTokens: number): Promise<boolean>;
+  /** Undefined when the key does not exist. */
+  getUsage(id: string): Promise<StoredKeyUsage | undefined>;
+}
+
+/** The `models_json` column of both backends: JSON text of the allowlist, or NULL for every model. */
+export function modelsToJson(models: readonly string[] | null): string | null {
+  return models === null ? null : JSON.stringify(models);
+}
+
+export function modelsFromJson(json: string | null): string[] | null {
+  if (json === null) return null;
+  const parsed: unknown = JSON.parse(json);
+  if (!Array.isArray(parsed) || !parsed.every((model) => typeof model === 'string')) {
+    throw new TypeError('api_keys.models_json is not a JSON array of strings');
+  }
+  return parsed;
 }

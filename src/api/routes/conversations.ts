@@ -14,6 +14,9 @@ type ConversationRequest = FastifyRequest<{ Params: { id: string; itemId?: strin
 export function conversationRoutes(ctx: GatewayContext) {
   const service = ctx.conversations;
   return async (app: FastifyInstance): Promise<void> => {
+    app.addHook('preHandler', async (request, reply) => {
+      await ctx.access.admit(request, reply, undefined, false);
+    });
     app.post('/v1/conversations', async (request) => {
       // An empty body is a conversation without metadata or items.
       return service.create(validateBody(createConversationSchema, request.body ?? {}));

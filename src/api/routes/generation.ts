@@ -79,7 +79,13 @@ function clientSignal(reply: FastifyReply): AbortSignal {
   return controller.signal;
 }
 
-async function serve<S extends z.ZodType<{ model: string; stream?: boolean | null | undefined }>>(
+async function serve<
+  S extends z.ZodType<{
+    model: string;
+    stream?: boolean | null | undefined;
+    stream_options?: { include_usage?: boolean | null | undefined } | null | undefined;
+  }>,
+>(
   ctx: GatewayContext,
   forward: ReturnType<typeof headerForwarder>,
   kind: GenerationKind<S>,
@@ -90,9 +96,24 @@ async function serve<S extends z.ZodType<{ model: string; stream?: boolean | nul
   const observer = new RequestObserver(metrics, log, kind.api, request.id);
   try {
     if (ctx.lifecycle.draining) throw new GatewayShuttingDown();
+    const raw = request.body as Record<string, unknown> | undefined;
+    // Who is asking comes first: an unknown client learns nothing about the request's validity.
+    const grant = await ctx.access.admit(
+      request,
+      reply,
+      typeof raw?.model === 'string' ? raw.model : undefined,
+      true,
+    );
     const body = validateBody(kind.schema, request.body);
     dispatcher.assertModel(body.model);
     observer.model = body.model;
+    // With a key, usage is needed for its counters: asked of the engine, and not shown to a
+    // client that did not ask for it.
+    const forceUsage =
+      grant !== undefined && body.stream === true && body.stream_options?.include_usage !== true;
+    const upstreamBody = forceUsage
+      ? { ...raw, stream_options: { ...(body.stream_options ?? {}), include_usage: true } }
+      : (raw as Record<string, unknown>);
     const route: RouteContext = {
       text: router.wantsText(body.model) ? kind.promptText(body) : undefined,
       hashKey: headerValue(request, ctx.config.routing.hashHeader),
@@ -102,7 +123,7 @@ async function serve<S extends z.ZodType<{ model: string; stream?: boolean | nul
       path: kind.path,
       model: body.model,
       // The client's own JSON goes upstream: every engine-specific parameter passes through.
-      payload: JSON.stringify(request.body),
+      payload: JSON.stringify(upstreamBody),
       stream: body.stream === true,
       requestId: request.id,
       route,
@@ -114,19 +135,20 @@ async function serve<S extends z.ZodType<{ model: string; stream?: boolean | nul
     if (dispatchRequest.stream) {
       const plan = dispatcher.resumePlan(
         dispatchRequest,
-        request.body as Record<string, unknown>,
+        upstreamBody,
         parseResumeHeader(request.headers['x-sluice-resume']),
       );
       const opened = await dispatcher.openStream(dispatchRequest);
       observer.worker = opened.attempt.worker.id;
       observer.upstreamRequestId = opened.attempt.requestId;
       reply.hijack();
-      const stream = new ResumableStream(opened, plan);
+      const stream = new ResumableStream(opened, plan, { dropUsage: forceUsage });
       const outcome = await relayStream(reply.raw, stream, {
         requestId: request.id,
         clientGone: dispatchRequest.signal,
         onFirstWrite: () => observer.firstByte(),
       });
+      await ctx.access.recordUsage(grant, outcome.usage);
       const resumed = stream.resumes > 0 ? { resumes: stream.resumes, workers: stream.workers } : {};
       if (outcome.kind === 'failed') {
         metrics.streamFailed(kind.api, body.model, outcome.error.reason);
@@ -157,6 +179,7 @@ async function serve<S extends z.ZodType<{ model: string; stream?: boolean | nul
       .header('x-sluice-worker', done.attempt.worker.id)
       .send(done.body);
     observer.finish(200, 'completed', { usage: done.json.usage });
+    await ctx.access.recordUsage(grant, done.json.usage as { prompt_tokens?: unknown } | undefined);
   } catch (err) {
     const error = toSluiceError(err, ctx.config.server.bodyLimitBytes);
     if (error instanceof ClientDisconnected) {

@@ -5,10 +5,14 @@ import type { GatewayContext } from '../context.js';
 export function modelRoutes(ctx: GatewayContext) {
   const firstSeen = new Map<string, number>();
   return async (app: FastifyInstance): Promise<void> => {
-    app.get('/v1/models', async () => {
+    app.get('/v1/models', async (request, reply) => {
+      const grant = await ctx.access.admit(request, reply, undefined, false);
+      const allowed = grant?.key.models ? new Set(grant.key.models) : undefined;
       const data = ctx.registry
         .models()
-        .filter((model) => ctx.registry.forModel(model).some((w) => w.healthy))
+        .filter(
+          (model) => (!allowed || allowed.has(model)) && ctx.registry.forModel(model).some((w) => w.healthy),
+        )
         .sort()
         .map((id) => {
           const created = firstSeen.get(id) ?? Math.floor(Date.now() / 1000);

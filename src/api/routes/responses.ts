@@ -49,6 +49,13 @@ export function responseRoutes(ctx: GatewayContext) {
     });
     try {
       if (ctx.lifecycle.draining) throw new GatewayShuttingDown();
+      const raw = request.body as { model?: unknown } | undefined;
+      const grant = await ctx.access.admit(
+        request,
+        reply,
+        typeof raw?.model === 'string' ? raw.model : undefined,
+        true,
+      );
       const body = validateBody(createResponseSchema, request.body);
       observer.model = body.model;
       const hashHeader = request.headers[ctx.config.routing.hashHeader];
@@ -58,6 +65,7 @@ export function responseRoutes(ctx: GatewayContext) {
         wantsText: ctx.router.wantsText(body.model),
         hashKey: typeof hashHeader === 'string' ? hashHeader : undefined,
         resume: parseResumeHeader(request.headers['x-sluice-resume']),
+        onUsage: (usage) => void ctx.access.recordUsage(grant, usage),
         headers: forward(request.headers),
         signal: controller.signal,
         receivedAt: performance.now(),
@@ -106,6 +114,11 @@ export function responseRoutes(ctx: GatewayContext) {
   }
 
   return async (app: FastifyInstance): Promise<void> => {
+    // Reading and deleting stored responses needs a key too (when keys exist), but costs no tokens.
+    app.addHook('preHandler', async (request, reply) => {
+      if (request.method !== 'POST' || request.url !== '/v1/responses')
+        await ctx.access.admit(request, reply, undefined, false);
+    });
     app.post('/v1/responses', create);
 
     app.get('/v1/responses/:id', async (request: IdRequest, reply) => {

@@ -1,0 +1,158 @@
+import { timingSafeEqual } from 'node:crypto';
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import {
+  BudgetExhausted,
+  bearerToken,
+  formatRateLimitHeaders,
+  InvalidApiKey,
+  type KeyRecord,
+  KeyService,
+  keyAllowsModel,
+  MemoryRateLimiter,
+  ModelNotAllowed,
+  RateLimitExceeded,
+  type RateLimiter,
+  RedisRateLimiter,
+} from '../auth/index.js';
+import type { SluiceConfig } from '../config/schema.js';
+import type { Logger } from '../observability/logger.js';
+import type { KeyStore } from '../storage/types.js';
+
+/** What an admitted client request carries: its key, and the rate-limit headers to answer with. */
+export interface Grant {
+  key: KeyRecord;
+  headers: Record<string, string>;
+}
+
+const KEY_COUNT_REFRESH_MS = 5_000;
+
+function sameSecret(a: string, b: string): boolean {
+  const left = Buffer.from(a);
+  const right = Buffer.from(b);
+  return left.length === right.length && timingSafeEqual(left, right);
+}
+
+/**
+ * Who may call what. The admin API (and the dashboard) need the admin key when one is set.
+ * Client requests need a virtual key as soon as one exists (with none, the gateway runs open
+ * and says so); a key may be limited to models, to requests and tokens per minute (token
+ * buckets, in Redis when several replicas share them), and to a budget of tokens.
+ */
+export class AccessControl {
+  readonly keys: KeyService | undefined;
+  private readonly limiter: RateLimiter;
+  private keysExist = false;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly config: SluiceConfig,
+    keyStore: KeyStore | undefined,
+    private readonly log: Logger,
+  ) {
+    this.keys = keyStore ? new KeyService(keyStore) : undefined;
+    this.limiter = config.redis.url
+      ? new RedisRateLimiter({
+          url: config.redis.url,
+          keyPrefix: `${config.redis.keyPrefix}rl:`,
+          logger: log,
+        })
+      : new MemoryRateLimiter();
+  }
+
+  /** Reads whether keys exist (and keeps reading it: another replica may create the first one). */
+  async start(): Promise<void> {
+    if (this.limiter instanceof RedisRateLimiter) {
+      await this.limiter
+        .connect()
+        .catch((err: unknown) => this.log.warn({ err }, 'Redis is not reachable yet'));
+    }
+    await this.refresh();
+    this.timer = setInterval(() => void this.refresh(), KEY_COUNT_REFRESH_MS);
+    this.timer.unref();
+    if (!this.config.auth.adminKey) {
+      this.log.warn(
+        'no admin key (--admin-key / SLUICE_ADMIN_KEY): the admin API and the dashboard are open',
+      );
+    }
+    if (!this.keysExist) {
+      this.log.warn(
+        'no API keys exist: the gateway is open to every client (create one with POST /admin/keys)',
+      );
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.limiter.close();
+  }
+
+  /** Called when a key was created or deleted here. */
+  async refresh(): Promise<void> {
+    if (!this.keys) return;
+    try {
+      this.keysExist = (await this.keys.list()).length > 0;
+    } catch (err) {
+      this.log.warn({ err }, 'could not read the API keys');
+    }
+  }
+
+  /** Refuses an admin request without the admin key (`Authorization: Bearer`, or `?key=` for the dashboard). */
+  requireAdmin(request: FastifyRequest): void {
+    const expected = this.config.auth.adminKey;
+    if (!expected) return;
+    const query = (request.query ?? {}) as { key?: unknown };
+    const given =
+      bearerToken(request.headers.authorization) ??
+      (request.url.startsWith('/dashboard') && typeof query.key === 'string' ? query.key : undefined);
+    if (given === undefined) throw new InvalidApiKey('missing');
+    if (!sameSecret(given, expected)) throw new InvalidApiKey('invalid');
+  }
+
+  /**
+   * Admits a client request: its key, the model it asks for, its budget and its rate limits.
+   * Undefined when the gateway runs open. `limited` is false for reads that cost no generation.
+   */
+  async admit(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    model: string | undefined,
+    limited: boolean,
+  ): Promise<Grant | undefined> {
+    if (!this.keys || !this.keysExist) return undefined;
+    const token = bearerToken(request.headers.authorization);
+    if (token === undefined) throw new InvalidApiKey('missing');
+    const key = await this.keys.authenticate(token);
+    if (!key) throw new InvalidApiKey('invalid');
+    if (model !== undefined && !keyAllowsModel(key, model)) throw new ModelNotAllowed(model);
+    if (!limited) return { key, headers: {} };
+    if ((await this.keys.budgetLeft(key)) === 0) throw new BudgetExhausted();
+    const decision = await this.limiter.check(key.id, { rpm: key.rpm, tpm: key.tpm });
+    const headers = formatRateLimitHeaders(decision);
+    if (!decision.allowed) throw new RateLimitExceeded(decision);
+    // Set on the raw response too, so that a hijacked (streamed) reply carries them.
+    for (const [name, value] of Object.entries(headers)) reply.raw.setHeader(name, value);
+    return { key, headers };
+  }
+
+  /** Records what a request used, against its key's counters, budget and token bucket. */
+  async recordUsage(
+    grant: Grant | undefined,
+    usage: { prompt_tokens?: unknown; completion_tokens?: unknown } | undefined,
+  ): Promise<void> {
+    if (!grant || !this.keys) return;
+    const promptTokens = typeof usage?.prompt_tokens === 'number' ? usage.prompt_tokens : 0;
+    const completionTokens = typeof usage?.completion_tokens === 'number' ? usage.completion_tokens : 0;
+    try {
+      await this.keys.recordUsage(grant.key.id, { promptTokens, completionTokens });
+      if (grant.key.tpm !== null) {
+        await this.limiter.consumeTokens(
+          grant.key.id,
+          { rpm: grant.key.rpm, tpm: grant.key.tpm },
+          promptTokens + completionTokens,
+        );
+      }
+    } catch (err) {
+      this.log.warn({ err, key: grant.key.id }, 'could not record usage');
+    }
+  }
+}
