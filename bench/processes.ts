@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 
 const CLI = new URL('../dist/cli/main.js', import.meta.url).pathname;
+const FLOOR_RELAY = new URL('./floor-relay.ts', import.meta.url).pathname;
 
 export interface Proc {
   child: ChildProcess;
@@ -11,14 +12,24 @@ export interface Proc {
 
 /** Starts `sluice <args>` from the build and resolves with the URL it prints when listening. */
 export function startCli(args: string[], env: Record<string, string> = {}): Promise<Proc> {
-  const child = spawn(process.execPath, [CLI, ...args], {
+  return startNode([CLI, ...args], env);
+}
+
+/** Starts the floor relay (bench/floor-relay.ts) in front of `upstream`. */
+export function startFloorRelay(upstream: string): Promise<Proc> {
+  return startNode(['--import', 'tsx', FLOOR_RELAY, new URL(upstream).origin]);
+}
+
+/** Starts `node <args>` and resolves with the URL it prints (`"url":"..."`) when listening. */
+function startNode(args: string[], env: Record<string, string> = {}): Promise<Proc> {
+  const child = spawn(process.execPath, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...env },
   });
   return new Promise((resolve, reject) => {
     let output = '';
     const timer = setTimeout(
-      () => reject(new Error(`no URL within 20 s from sluice ${args.join(' ')}: ${output}`)),
+      () => reject(new Error(`no URL within 20 s from ${args.join(' ')}: ${output}`)),
       20_000,
     );
     child.stdout!.on('data', (chunk: Buffer) => {
@@ -34,9 +45,7 @@ export function startCli(args: string[], env: Record<string, string> = {}): Prom
     child.stderr!.on('data', (chunk: Buffer) => {
       output += chunk.toString();
     });
-    child.once('exit', (code) =>
-      reject(new Error(`sluice ${args.join(' ')} exited with ${code}: ${output}`)),
-    );
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}: ${output}`)));
   });
 }
 

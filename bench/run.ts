@@ -5,8 +5,8 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
-import { closedLoop, type StreamRun, streams, summarize } from './load.js';
-import { cpuSeconds, type Proc, rssBytes, startCli, stop } from './processes.js';
+import { closedLoop, type RequestRun, type StreamRun, streams, summarize } from './load.js';
+import { cpuSeconds, type Proc, rssBytes, startCli, startFloorRelay, stop } from './processes.js';
 import { routingDecisionMicros } from './routing-decision.js';
 import { round } from './stats.js';
 
@@ -106,41 +106,40 @@ async function main(): Promise<void> {
     ],
     { SLUICE_HEADERS_TIMEOUT_MS: '120000' },
   );
+  const [fastFloor, slowFloor] = await Promise.all([startFloorRelay(fast.url), startFloorRelay(slow.url)]);
   const results: Record<string, unknown> = {};
   try {
-    // 1. Non-streaming, 1 KB prompt.
+    // 1. Non-streaming, 1 KB prompt: direct, through the gateway, and through the floor relay.
     const nonStreaming: Record<string, unknown> = {};
+    const targets = {
+      direct: new URL(fast.url).origin,
+      gateway: new URL(gateway.url).origin,
+      floor: new URL(fastFloor.url).origin,
+    };
     for (const concurrency of [1, 64]) {
       const body = chat('fast', { max_tokens: 16 });
-      await closedLoop(new URL(fast.url).origin, '/v1/chat/completions', body, concurrency, 1); // warm up
-      await closedLoop(new URL(gateway.url).origin, '/v1/chat/completions', body, concurrency, 1);
-      const direct = await closedLoop(
-        new URL(fast.url).origin,
-        '/v1/chat/completions',
-        body,
-        concurrency,
-        SECONDS,
-      );
-      const via = await closedLoop(
-        new URL(gateway.url).origin,
-        '/v1/chat/completions',
-        body,
-        concurrency,
-        SECONDS,
-      );
-      const d = summarize(direct.latenciesMs);
-      const g = summarize(via.latenciesMs);
+      const runs: Record<string, RequestRun> = {};
+      for (const [name, origin] of Object.entries(targets)) {
+        await closedLoop(origin, '/v1/chat/completions', body, concurrency, 1); // warm up
+        runs[name] = await closedLoop(origin, '/v1/chat/completions', body, concurrency, SECONDS);
+      }
+      const rps = (run: RequestRun) => run.requests / run.seconds;
+      const d = summarize(runs.direct!.latenciesMs);
+      const g = summarize(runs.gateway!.latenciesMs);
+      const f = summarize(runs.floor!.latenciesMs);
       nonStreaming[`c${concurrency}`] = {
         concurrency,
         directMs: { p50: round(d.p50), p99: round(d.p99) },
         gatewayMs: { p50: round(g.p50), p99: round(g.p99) },
         addedMs: { p50: round(g.p50 - d.p50), p99: round(g.p99 - d.p99) },
-        rps: {
-          direct: Math.round(direct.requests / direct.seconds),
-          gateway: Math.round(via.requests / via.seconds),
+        rps: { direct: Math.round(rps(runs.direct!)), gateway: Math.round(rps(runs.gateway!)) },
+        rpsRatio: round(rps(runs.gateway!) / rps(runs.direct!)),
+        floor: {
+          addedMs: { p50: round(f.p50 - d.p50), p99: round(f.p99 - d.p99) },
+          rps: Math.round(rps(runs.floor!)),
+          rpsRatio: round(rps(runs.floor!) / rps(runs.direct!)),
         },
-        rpsRatio: round(via.requests / via.seconds / (direct.requests / direct.seconds)),
-        errors: direct.errors + via.errors,
+        errors: Object.values(runs).reduce((sum, run) => sum + run.errors, 0),
       };
     }
     results.nonStreaming = nonStreaming;
@@ -148,6 +147,7 @@ async function main(): Promise<void> {
     // 2 and 3. Streams at 50 tokens/s, one SSE event per token: chat completions, then Responses.
     const chatStreams: StreamResult[] = [];
     const responseStreams: StreamResult[] = [];
+    const floorStreams: StreamResult[] = [];
     for (const count of STREAM_COUNTS) {
       const chatBody = chat('slow', { stream: true, max_tokens: STREAM_TOKENS });
       const c = await streamCase(
@@ -177,7 +177,18 @@ async function main(): Promise<void> {
         c.direct,
       );
       responseStreams.push(r.result);
+      const f = await streamCase(
+        slowFloor,
+        slow,
+        count,
+        '/v1/chat/completions',
+        chatBody,
+        '"content":" ',
+        c.direct,
+      );
+      floorStreams.push(f.result);
     }
+    results.floorStreams = floorStreams;
     results.chatStreams = chatStreams;
     results.responseStreams = responseStreams;
 
@@ -186,7 +197,7 @@ async function main(): Promise<void> {
       Object.entries(routingDecisionMicros()).map(([k, v]) => [k, round(v, 2)]),
     );
   } finally {
-    await Promise.all([stop(gateway), stop(fast), stop(slow)]);
+    await Promise.all([gateway, fast, slow, fastFloor, slowFloor].map(stop));
   }
   const machine = {
     cpus: cpus().length,
@@ -216,6 +227,7 @@ function printTable(report: Record<string, unknown>): void {
       addedMs: { p50: number; p99: number };
       rps: { direct: number; gateway: number };
       rpsRatio: number;
+      floor: { addedMs: { p50: number; p99: number }; rps: number; rpsRatio: number };
     }
   >;
   console.log(`sluice bench ${report.date} (${JSON.stringify(report.machine)})`);
@@ -226,10 +238,14 @@ function printTable(report: Record<string, unknown>): void {
     console.log(
       `  concurrency ${String(row.concurrency).padEnd(24)}${String(row.addedMs.p50).padStart(12)}${String(row.addedMs.p99).padStart(14)}${String(row.rps.direct).padStart(12)}${String(row.rps.gateway).padStart(13)}${String(row.rpsRatio).padStart(7)}`,
     );
+    console.log(
+      `    floor relay${' '.repeat(25)}${String(row.floor.addedMs.p50).padStart(12)}${String(row.floor.addedMs.p99).padStart(14)}${String(row.rps.direct).padStart(12)}${String(row.floor.rps).padStart(13)}${String(row.floor.rpsRatio).padStart(7)}`,
+    );
   }
   for (const [name, rows] of [
     ['chat streams', report.chatStreams],
     ['responses streams', report.responseStreams],
+    ['floor relay streams', report.floorStreams],
   ] as const) {
     console.log(
       `\n${name} @50 tok/s   TTFT added p50/p99 ms   ITL p99 direct/gateway ms   events/CPU-s   CPU s/1000 ev   KB/stream  errors`,

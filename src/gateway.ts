@@ -170,7 +170,8 @@ export class Gateway {
   }
 }
 
-function openStore(config: SluiceConfig): (Store & KeyStore) | undefined {
+/** The configured store, not yet migrated; undefined with `storage.kind: none`. */
+export function openStore(config: SluiceConfig): (Store & KeyStore) | undefined {
   const { storage } = config;
   if (storage.kind === 'none') return undefined;
   if (storage.kind === 'postgres')

@@ -1,33 +1,8 @@
-import { type ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMockWorker, type MockWorker } from '../src/mock/mock-worker.js';
+import { startCli as start } from './helpers/cli.js';
 import { chatBody, eventually, sseData } from './helpers/gateway.js';
-
-/** `sluice serve` and `sluice mock-worker` as real processes: start, serve, SIGTERM. */
-function start(
-  args: string[],
-  env: Record<string, string> = {},
-): { child: ChildProcess; url: Promise<string>; output: () => string } {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', ...args], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, ...env },
-  });
-  let output = '';
-  const url = new Promise<string>((resolve, reject) => {
-    const onData = (chunk: Buffer) => {
-      output += chunk.toString();
-      const match = /"url":"(http:\/\/[^"]+)"/.exec(output);
-      if (match) resolve(match[1]!);
-    };
-    child.stdout!.on('data', onData);
-    child.stderr!.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    child.once('exit', (code) => reject(new Error(`exited with ${code}: ${output}`)));
-  });
-  return { child, url, output: () => output };
-}
 
 describe('the CLI as processes', () => {
   let mock: MockWorker;

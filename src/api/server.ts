@@ -49,16 +49,25 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
     }
   });
   installErrorHandlers(app, ctx.log, ctx.config.server.bodyLimitBytes);
-  // The admin API and the dashboard need the admin key when one is configured.
-  app.addHook('onRequest', async (request) => {
-    if (request.url.startsWith('/admin') || request.url.startsWith('/dashboard'))
-      ctx.access.requireAdmin(request);
-  });
-  // While draining, a request on a kept-alive connection gets a 503 and the connection closes.
-  app.addHook('onRequest', async (request, reply) => {
-    if (!ctx.lifecycle.draining || request.url.startsWith('/health') || request.url === '/metrics') return;
-    const error = new GatewayShuttingDown();
-    reply.code(error.status).headers(error.headers()).send(error.toBody());
+  // One callback-style hook (no promise per request): while draining, a request on a kept-alive
+  // connection gets a 503 and the connection closes; the admin API and the dashboard need the
+  // admin key when one is configured.
+  app.addHook('onRequest', (request, reply, done) => {
+    const url = request.url;
+    if (ctx.lifecycle.draining && !url.startsWith('/health') && url !== '/metrics') {
+      const error = new GatewayShuttingDown();
+      reply.code(error.status).headers(error.headers()).send(error.toBody());
+      return;
+    }
+    if (url.startsWith('/admin') || url.startsWith('/dashboard')) {
+      try {
+        ctx.access.requireAdmin(request);
+      } catch (err) {
+        done(err as Error);
+        return;
+      }
+    }
+    done();
   });
   app.register(generationRoutes(ctx));
   app.register(responseRoutes(ctx));

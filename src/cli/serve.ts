@@ -1,8 +1,12 @@
+import cluster from 'node:cluster';
 import type { Command } from 'commander';
+import { ClusterScrapeClient } from '../cluster/metrics-ipc.js';
+import { announceListening, ClusterPrimary } from '../cluster/primary.js';
 import { ConfigError, loadConfig } from '../config/load.js';
+import type { SluiceConfig } from '../config/schema.js';
 import { EMBEDDED_MODEL_NAME, EmbeddedWorker, ensureTinyModel } from '../engine/embedded-worker.js';
-import { Gateway } from '../gateway.js';
-import { createLogger } from '../observability/logger.js';
+import { Gateway, openStore } from '../gateway.js';
+import { createLogger, type Logger } from '../observability/logger.js';
 import { POLICY_NAMES } from '../routing/types.js';
 import { collect, parseIntOption } from './options.js';
 import { onTermination } from './signals.js';
@@ -17,7 +21,12 @@ interface ServeFlags {
   dataDir?: string;
   storage?: string;
   adminKey?: string;
+  processes?: number;
 }
+
+/** Tells a cluster process the URL of the embedded engine its primary runs. */
+const EMBEDDED_URL_ENV = 'SLUICE_EMBEDDED_WORKER_URL';
+const EMBEDDED_ID = 'embedded';
 
 export function registerServe(program: Command): void {
   program
@@ -36,8 +45,13 @@ export function registerServe(program: Command): void {
     .option('--data-dir <dir>', 'where the gateway keeps its files (default ~/.sluice; SLUICE_DATA_DIR)')
     .option('--storage <kind>', 'response storage: sqlite, postgres or none (SLUICE_STORAGE)')
     .option('--admin-key <key>', 'the admin API key; without one the admin API is open (SLUICE_ADMIN_KEY)')
+    .option(
+      '--processes <n>',
+      'gateway processes sharing the port, e.g. one per core (default 1; SLUICE_PROCESSES)',
+      parseIntOption(1, 256),
+    )
     .action(async (flags: ServeFlags) => {
-      let config: ReturnType<typeof loadConfig>;
+      let config: SluiceConfig;
       try {
         config = loadConfig(flags);
       } catch (err) {
@@ -48,19 +62,9 @@ export function registerServe(program: Command): void {
         throw err;
       }
       const log = createLogger(config.log.level);
-      let embedded: EmbeddedWorker | undefined;
-      if (config.workers.length === 0 && !config.discovery.kubernetes) {
-        // Nothing configured: serve the tiny demo model on a local engine, so one command runs it.
-        embedded = new EmbeddedWorker(await ensureTinyModel(config.dataDir, log), log);
-        const url = await embedded.start();
-        config.workers.push({ url, id: 'embedded' });
-        log.warn(
-          { url, model: EMBEDDED_MODEL_NAME },
-          `no worker configured: serving the embedded TINY DEMO MODEL '${EMBEDDED_MODEL_NAME}' ` +
-            '(random weights, its output is gibberish). Give --worker URL to serve a real engine, ' +
-            'or run `sluice worker --model PATH.gguf` on any GGUF model.',
-        );
-      }
+      if (cluster.isWorker) return serveClusterProcess(config, log);
+      const embedded = await startEmbeddedIfNone(config, log);
+      if (config.server.processes > 1) return serveCluster(config, log, embedded);
       const gateway = new Gateway(config, { logger: log });
       onTermination(async (signal) => {
         gateway.log.info({ signal }, 'signal received');
@@ -69,4 +73,71 @@ export function registerServe(program: Command): void {
       });
       await gateway.start();
     });
+}
+
+/** Nothing configured: serve the tiny demo model on a local engine, so one command runs it. */
+async function startEmbeddedIfNone(config: SluiceConfig, log: Logger): Promise<EmbeddedWorker | undefined> {
+  if (config.workers.length > 0 || config.discovery.kubernetes) return undefined;
+  const embedded = new EmbeddedWorker(await ensureTinyModel(config.dataDir, log), log);
+  const url = await embedded.start();
+  config.workers.push({ url, id: EMBEDDED_ID });
+  log.warn(
+    { url, model: EMBEDDED_MODEL_NAME },
+    `no worker configured: serving the embedded TINY DEMO MODEL '${EMBEDDED_MODEL_NAME}' ` +
+      '(random weights, its output is gibberish). Give --worker URL to serve a real engine, ' +
+      'or run `sluice worker --model PATH.gguf` on any GGUF model.',
+  );
+  return embedded;
+}
+
+/** The primary of `--processes N`: one embedded engine and one migration for all, then N gateways. */
+async function serveCluster(config: SluiceConfig, log: Logger, embedded: EmbeddedWorker | undefined) {
+  const store = openStore(config);
+  if (store) {
+    await store.migrate();
+    await store.close();
+  }
+  const embeddedUrl = embedded ? config.workers.find((w) => w.id === EMBEDDED_ID)?.url : undefined;
+  const primary = new ClusterPrimary({
+    processes: config.server.processes,
+    env: embeddedUrl ? { [EMBEDDED_URL_ENV]: embeddedUrl } : {},
+    graceMs: config.server.shutdownGraceMs,
+    log,
+  });
+  onTermination(async (signal) => {
+    log.info({ signal }, 'signal received: stopping the gateway processes');
+    await primary.stop();
+    await embedded?.stop();
+  });
+  try {
+    const url = await primary.start();
+    log.info({ url, processes: config.server.processes }, 'sluice cluster listening');
+  } catch (err) {
+    log.fatal({ err: (err as Error).message }, 'the gateway processes could not start');
+    await embedded?.stop();
+    process.exit(1);
+  }
+}
+
+/** One process of a cluster: a whole gateway, whose /metrics answers for every process. */
+async function serveClusterProcess(config: SluiceConfig, log: Logger): Promise<void> {
+  const embeddedUrl = process.env[EMBEDDED_URL_ENV];
+  if (embeddedUrl) config.workers.push({ url: embeddedUrl, id: EMBEDDED_ID });
+  // Every line says which process wrote it.
+  const gateway = new Gateway(config, { logger: log.child({ pid: process.pid }) });
+  gateway.context.metrics.scrape = new ClusterScrapeClient(gateway.context.metrics.registry).scrape;
+  let stopping: Promise<void> | undefined;
+  const stop = () => {
+    stopping ??= gateway.shutdown();
+    return stopping;
+  };
+  onTermination(async (signal) => {
+    gateway.log.info({ signal, pid: process.pid }, 'signal received');
+    await stop();
+  }, 'ignore');
+  // The primary is gone (killed): nobody hands this process connections any more.
+  process.once('disconnect', () => {
+    void stop().then(() => process.exit(0));
+  });
+  announceListening(await gateway.start());
 }

@@ -25,6 +25,7 @@ export interface ConfigFlags {
   dataDir?: string | undefined;
   storage?: string | undefined;
   adminKey?: string | undefined;
+  processes?: number | undefined;
 }
 
 /** Environment variables and the config path each one sets. */
@@ -33,6 +34,7 @@ const ENV_PATHS: Record<string, { path: string[]; kind: 'string' | 'number' | 'l
   SLUICE_PORT: { path: ['server', 'port'], kind: 'number' },
   SLUICE_BODY_LIMIT_BYTES: { path: ['server', 'bodyLimitBytes'], kind: 'number' },
   SLUICE_SHUTDOWN_GRACE_MS: { path: ['server', 'shutdownGraceMs'], kind: 'number' },
+  SLUICE_PROCESSES: { path: ['server', 'processes'], kind: 'number' },
   SLUICE_LOG_LEVEL: { path: ['log', 'level'], kind: 'string' },
   SLUICE_POLICY: { path: ['routing', 'policy'], kind: 'string' },
   SLUICE_WORKERS: { path: ['workers'], kind: 'list' },
@@ -118,6 +120,7 @@ function applyFlags(layer: Json, flags: ConfigFlags): void {
   if (flags.dataDir !== undefined) setPath(layer, ['dataDir'], flags.dataDir);
   if (flags.storage !== undefined) setPath(layer, ['storage', 'kind'], flags.storage);
   if (flags.adminKey !== undefined) setPath(layer, ['auth', 'adminKey'], flags.adminKey);
+  if (flags.processes !== undefined) setPath(layer, ['server', 'processes'], flags.processes);
   if (flags.worker !== undefined && flags.worker.length > 0) {
     setPath(layer, ['workers'], workersFromUrls(flags.worker));
   }

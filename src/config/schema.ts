@@ -70,6 +70,8 @@ export const configSchema = z.strictObject({
       bodyLimitBytes: positiveInt.default(8 * 1024 * 1024),
       /** On SIGTERM, how long in-flight streams may go on before they are ended. */
       shutdownGraceMs: nonNegativeInt.default(10_000),
+      /** Gateway processes sharing the port (node:cluster); 1 runs the gateway in this process. */
+      processes: positiveInt.max(256).default(1),
       /**
        * Client headers passed on to workers (lower case; a trailing `*` matches a prefix). Nothing
        * else is forwarded: never the client's Authorization, cookies or hop-by-hop headers.

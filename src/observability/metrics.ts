@@ -104,10 +104,17 @@ export class GatewayMetrics {
 
   /** Gauges read from the worker registry at scrape time. */
   bindWorkers(list: () => readonly WorkerSnapshot[]): void {
-    const gauge = (name: string, help: string, value: (w: WorkerSnapshot) => number) =>
+    // `aggregator`: how a cluster's processes' values combine (src/cluster/metrics-ipc.ts).
+    const gauge = (
+      name: string,
+      help: string,
+      value: (w: WorkerSnapshot) => number,
+      aggregator: 'sum' | 'min' | 'max' = 'sum',
+    ) =>
       new Gauge({
         name,
         help,
+        aggregator,
         labelNames: ['worker'] as const,
         registers: [this.registry],
         collect() {
@@ -115,8 +122,11 @@ export class GatewayMetrics {
           for (const worker of list()) this.set({ worker: worker.id }, value(worker));
         },
       });
-    gauge('sluice_worker_healthy', 'Whether a worker passes its health checks (1) or not (0).', (w) =>
-      w.healthy ? 1 : 0,
+    gauge(
+      'sluice_worker_healthy',
+      'Whether a worker passes its health checks (1) or not (0).',
+      (w) => (w.healthy ? 1 : 0),
+      'min',
     );
     gauge('sluice_worker_inflight_requests', 'Requests in flight on a worker.', (w) => w.inflight);
     gauge('sluice_worker_queued_requests', 'Requests waiting for a slot on a worker.', (w) => w.queued);
@@ -124,11 +134,15 @@ export class GatewayMetrics {
       'sluice_worker_circuit_state',
       'Circuit breaker state of a worker: 0 closed, 1 half-open, 2 open.',
       (w) => CIRCUIT_VALUE[w.circuit],
+      'max',
     );
   }
 
+  /** The text of a scrape; a cluster process replaces it with a scrape of every process. */
+  scrape: () => Promise<string> = () => this.registry.metrics();
+
   constructor(withDefaultMetrics = true) {
-    if (withDefaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'sluice_process_' });
+    if (withDefaultMetrics) collectDefaultMetrics({ register: this.registry, prefix: 'sluice_' });
   }
 
   streamFailed(api: ApiName, model: string, reason: StreamFailureReason): void {

@@ -44,8 +44,9 @@ export class SqliteStore implements Store, KeyStore {
     try {
       if (path !== ':memory:' && path !== '') mkdirSync(dirname(path), { recursive: true });
       this.db = new Database(path);
-      this.db.pragma('journal_mode = WAL');
+      // busy_timeout first: switching to WAL needs a lock that another process may hold.
       this.db.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 5000)}`);
+      this.db.pragma('journal_mode = WAL');
       this.db.pragma('foreign_keys = ON');
     } catch (err) {
       throw fromSqliteError('open', err);

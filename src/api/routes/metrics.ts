@@ -5,7 +5,7 @@ export function metricsRoutes(ctx: GatewayContext) {
   return async (app: FastifyInstance): Promise<void> => {
     app.get('/metrics', async (_request, reply) => {
       reply.header('content-type', ctx.metrics.registry.contentType);
-      return ctx.metrics.registry.metrics();
+      return ctx.metrics.scrape();
     });
   };
 }
