@@ -74,7 +74,9 @@ export class AccessControl {
         'no admin key (--admin-key / SLUICE_ADMIN_KEY): the admin API and the dashboard are open',
       );
     }
-    if (!this.keysExist) {
+    if (!this.keys) {
+      this.log.warn('storage is off (storage.kind: none): no API keys, the gateway is open to every client');
+    } else if (!this.keysExist) {
       this.log.warn(
         'no API keys exist: the gateway is open to every client (create one with POST /admin/keys)',
       );
@@ -90,7 +92,11 @@ export class AccessControl {
   async refresh(): Promise<void> {
     if (!this.keys) return;
     try {
+      const had = this.keysExist;
       this.keysExist = (await this.keys.list()).length > 0;
+      if (had && !this.keysExist) {
+        this.log.warn('the last API key is gone: the gateway is open to every client again');
+      }
     } catch (err) {
       this.log.warn({ err }, 'could not read the API keys');
     }
