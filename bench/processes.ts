@@ -11,8 +11,12 @@ export interface Proc {
 }
 
 /** Starts `sluice <args>` from the build and resolves with the URL it prints when listening. */
-export function startCli(args: string[], env: Record<string, string> = {}): Promise<Proc> {
-  return startNode([CLI, ...args], env);
+export function startCli(
+  args: string[],
+  env: Record<string, string> = {},
+  nodeArgs: string[] = [],
+): Promise<Proc> {
+  return startNode([...nodeArgs, CLI, ...args], env);
 }
 
 /** Starts the floor relay (bench/floor-relay.ts) in front of `upstream`. */
@@ -49,10 +53,11 @@ function startNode(args: string[], env: Record<string, string> = {}): Promise<Pr
   });
 }
 
-export async function stop(proc: Proc): Promise<void> {
+/** Stops a process: SIGKILL, or SIGTERM to let it exit by itself (and write a CPU profile). */
+export async function stop(proc: Proc, signal: 'SIGKILL' | 'SIGTERM' = 'SIGKILL'): Promise<void> {
   if (proc.child.exitCode !== null) return;
   const exited = new Promise((resolve) => proc.child.once('exit', resolve));
-  proc.child.kill('SIGKILL');
+  proc.child.kill(signal);
   await exited;
 }
 

@@ -7,10 +7,14 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import { closedLoop, type RequestRun, type StreamRun, streams, summarize } from './load.js';
 import { cpuSeconds, type Proc, rssBytes, startCli, startFloorRelay, stop } from './processes.js';
+import { type ProfileSummary, summarizeProfile } from './profile-summary.js';
 import { routingDecisionMicros } from './routing-decision.js';
 import { round } from './stats.js';
 
 const QUICK = process.argv.includes('--quick');
+/** Runs the gateway under `node --cpu-prof` and summarizes where its CPU went (slower: figures are not comparable). */
+const PROFILE = process.argv.includes('--profile');
+const PROFILE_DIR = new URL('./results/profiles/', import.meta.url).pathname;
 const SECONDS = QUICK ? 2 : 5;
 const STREAM_TOKENS = QUICK ? 50 : 150; // 3 s per stream at 50 tokens/s
 const STREAM_COUNTS = QUICK ? [64, 256] : [256, 1024];
@@ -105,6 +109,7 @@ async function main(): Promise<void> {
       'info',
     ],
     { SLUICE_HEADERS_TIMEOUT_MS: '120000' },
+    PROFILE ? ['--cpu-prof', '--cpu-prof-dir', PROFILE_DIR] : [],
   );
   const [fastFloor, slowFloor] = await Promise.all([startFloorRelay(fast.url), startFloorRelay(slow.url)]);
   const results: Record<string, unknown> = {};
@@ -197,8 +202,10 @@ async function main(): Promise<void> {
       Object.entries(routingDecisionMicros()).map(([k, v]) => [k, round(v, 2)]),
     );
   } finally {
-    await Promise.all([gateway, fast, slow, fastFloor, slowFloor].map(stop));
+    // SIGTERM lets a profiled gateway write its profile.
+    await Promise.all([stop(gateway, 'SIGTERM'), ...[fast, slow, fastFloor, slowFloor].map((p) => stop(p))]);
   }
+  if (PROFILE) results.gatewayProfile = summarizeProfile(PROFILE_DIR);
   const machine = {
     cpus: cpus().length,
     model: cpus()[0]?.model ?? 'unknown',
@@ -208,6 +215,7 @@ async function main(): Promise<void> {
   const report = {
     date: new Date().toISOString(),
     quick: QUICK,
+    profiled: PROFILE,
     machine,
     durationSeconds: round((Date.now() - started) / 1000, 1),
     ...results,
@@ -258,6 +266,17 @@ function printTable(report: Record<string, unknown>): void {
   }
   const routing = report.cacheAwareDecisionMicros as { p50: number; p99: number };
   console.log(`\ncache_aware decision, 10k prefixes: p50 ${routing.p50} µs, p99 ${routing.p99} µs`);
+  const profile = report.gatewayProfile as ProfileSummary | undefined;
+  if (profile) {
+    console.log(`\ngateway CPU profile (${profile.busyMs} ms on CPU; ${profile.file}), % of busy time:`);
+    console.log(
+      `  by area: ${Object.entries(profile.byArea)
+        .map(([k, v]) => `${k} ${v}`)
+        .join(', ')}`,
+    );
+    for (const { fn, share } of profile.topFunctions) console.log(`  ${String(share).padStart(5)}  ${fn}`);
+    console.log('  (figures of a profiled run are slowed by the profiler: compare them with care)');
+  }
 }
 
 await main();
