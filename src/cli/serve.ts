@@ -17,6 +17,7 @@ interface ServeFlags {
   dataDir?: string;
   storage?: string;
   adminKey?: string;
+  tracingEndpoint?: string;
 }
 
 export function registerServe(program: Command): void {
@@ -36,6 +37,10 @@ export function registerServe(program: Command): void {
     .option('--data-dir <dir>', 'where the gateway keeps its files (default ~/.sluice; SLUICE_DATA_DIR)')
     .option('--storage <kind>', 'response storage: sqlite, postgres or none (SLUICE_STORAGE)')
     .option('--admin-key <key>', 'the admin API key; without one the admin API is open (SLUICE_ADMIN_KEY)')
+    .option(
+      '--tracing-endpoint <url>',
+      'turn OpenTelemetry tracing on, exporting to this OTLP/HTTP traces URL (SLUICE_TRACING_ENDPOINT)',
+    )
     .action(async (flags: ServeFlags) => {
       let config: ReturnType<typeof loadConfig>;
       try {
