@@ -12,6 +12,7 @@ import { Router } from './dispatch/router.js';
 import { ClientClosed, DispatcherClosed } from './errors/stream-errors.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { GatewayMetrics } from './observability/metrics.js';
+import { Tracing } from './observability/tracing.js';
 import { ConversationsService } from './responses/conversations.js';
 import { ResponsesService } from './responses/service.js';
 import { createStore } from './storage/index.js';
@@ -68,6 +69,7 @@ export class Gateway {
       access: new AccessControl(config, store, log),
       responses: new ResponsesService(dispatcher, store, metrics, log),
       conversations: new ConversationsService(store),
+      tracing: Tracing.fromConfig(config, log),
     };
     this.app = buildServer(this.context);
   }
@@ -167,6 +169,8 @@ export class Gateway {
     await this.context.registry.closeAll();
     await this.context.access.close();
     await this.context.store?.close();
+    // Last: the spans of the requests just ended are exported before the process goes.
+    await this.context.tracing?.shutdown();
   }
 }
 

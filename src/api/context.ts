@@ -3,6 +3,7 @@ import type { Dispatcher } from '../dispatch/dispatcher.js';
 import type { Router } from '../dispatch/router.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
+import type { Tracing } from '../observability/tracing.js';
 import type { ConversationsService } from '../responses/conversations.js';
 import type { ResponsesService } from '../responses/service.js';
 import type { Store } from '../storage/types.js';
@@ -31,4 +32,6 @@ export interface GatewayContext {
   readonly access: AccessControl;
   readonly responses: ResponsesService;
   readonly conversations: ConversationsService;
+  /** OpenTelemetry tracing; undefined when it is off (nothing is traced then). */
+  readonly tracing: Tracing | undefined;
 }

@@ -1,10 +1,12 @@
 import type { Logger } from '../observability/logger.js';
 import type { ApiName, GatewayMetrics } from '../observability/metrics.js';
+import type { RequestTrace } from '../observability/tracing.js';
 
 /**
  * Records one client request: the in-flight gauge while it runs, then one log line and the
  * request counter and latency histograms when it ends. Labels stay bounded: a model nobody
- * serves is counted as `unknown`, never under the client's string.
+ * serves is counted as `unknown`, never under the client's string. With tracing on, the
+ * request's server span gets the same first byte and terminal outcome.
  */
 export class RequestObserver {
   private readonly startedAt = performance.now();
@@ -14,6 +16,8 @@ export class RequestObserver {
   upstreamRequestId: string | undefined;
   attempts = 0;
   firstByteAt: number | undefined;
+  /** The request's spans (tracing on and the request sampled). */
+  trace: RequestTrace | undefined;
 
   constructor(
     private readonly metrics: GatewayMetrics,
@@ -27,6 +31,7 @@ export class RequestObserver {
   firstByte(): void {
     if (this.firstByteAt !== undefined) return;
     this.firstByteAt = performance.now();
+    this.trace?.firstToken(this.firstByteAt);
     this.metrics.timeToFirstToken.observe(
       { route: this.route, model: this.model },
       (this.firstByteAt - this.startedAt) / 1000,
@@ -36,6 +41,7 @@ export class RequestObserver {
   finish(status: number, outcome: string, fields: Record<string, unknown> = {}): void {
     if (this.done) return;
     this.done = true;
+    this.trace?.end(status, outcome, fields);
     const seconds = (performance.now() - this.startedAt) / 1000;
     this.metrics.inflight.dec({ route: this.route });
     this.metrics.requests.inc({ route: this.route, model: this.model, status: String(status) });

@@ -22,6 +22,7 @@ interface ServeFlags {
   storage?: string;
   adminKey?: string;
   processes?: number;
+  tracingEndpoint?: string;
 }
 
 /** Tells a cluster process the URL of the embedded engine its primary runs. */
@@ -49,6 +50,10 @@ export function registerServe(program: Command): void {
       '--processes <n>',
       'gateway processes sharing the port, e.g. one per core (default 1; SLUICE_PROCESSES)',
       parseIntOption(1, 256),
+    )
+    .option(
+      '--tracing-endpoint <url>',
+      'turn OpenTelemetry tracing on, exporting to this OTLP/HTTP traces URL (SLUICE_TRACING_ENDPOINT)',
     )
     .action(async (flags: ServeFlags) => {
       let config: SluiceConfig;

@@ -26,10 +26,12 @@ export interface ConfigFlags {
   storage?: string | undefined;
   adminKey?: string | undefined;
   processes?: number | undefined;
+  /** The OTLP/HTTP traces endpoint; giving it turns tracing on. */
+  tracingEndpoint?: string | undefined;
 }
 
 /** Environment variables and the config path each one sets. */
-const ENV_PATHS: Record<string, { path: string[]; kind: 'string' | 'number' | 'list' }> = {
+const ENV_PATHS: Record<string, { path: string[]; kind: 'string' | 'number' | 'boolean' | 'list' }> = {
   SLUICE_HOST: { path: ['server', 'host'], kind: 'string' },
   SLUICE_PORT: { path: ['server', 'port'], kind: 'number' },
   SLUICE_BODY_LIMIT_BYTES: { path: ['server', 'bodyLimitBytes'], kind: 'number' },
@@ -49,9 +51,25 @@ const ENV_PATHS: Record<string, { path: string[]; kind: 'string' | 'number' | 'l
   SLUICE_POSTGRES_URL: { path: ['storage', 'url'], kind: 'string' },
   SLUICE_REDIS_URL: { path: ['redis', 'url'], kind: 'string' },
   SLUICE_ADMIN_KEY: { path: ['auth', 'adminKey'], kind: 'string' },
+  SLUICE_TRACING_ENABLED: { path: ['tracing', 'enabled'], kind: 'boolean' },
+  SLUICE_TRACING_ENDPOINT: { path: ['tracing', 'endpoint'], kind: 'string' },
+  SLUICE_TRACING_SERVICE_NAME: { path: ['tracing', 'serviceName'], kind: 'string' },
+  SLUICE_TRACING_SAMPLE_RATIO: { path: ['tracing', 'sampleRatio'], kind: 'number' },
 };
 
-export const ENV_VARIABLES = Object.keys(ENV_PATHS);
+/** The standard OpenTelemetry variables the gateway reads (below its own SLUICE_TRACING_* ones). */
+const OTEL_VARIABLES = [
+  'OTEL_EXPORTER_OTLP_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_HEADERS',
+  'OTEL_EXPORTER_OTLP_TRACES_HEADERS',
+  'OTEL_SERVICE_NAME',
+];
+
+export const ENV_VARIABLES = [...Object.keys(ENV_PATHS), ...OTEL_VARIABLES];
+
+const TRUE = new Set(['1', 'true', 'yes', 'on']);
+const FALSE = new Set(['0', 'false', 'no', 'off']);
 
 function setPath(target: Json, path: readonly string[], value: unknown): void {
   let node = target;
@@ -87,11 +105,58 @@ function readFileLayer(file: string): Json {
   return parsed as Json;
 }
 
+/** `key=value,key2=value2` (values percent-encoded), as OTEL_EXPORTER_OTLP_HEADERS is written. */
+function parseOtelHeaders(name: string, raw: string): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const part of raw.split(',')) {
+    if (part.trim() === '') continue;
+    const eq = part.indexOf('=');
+    if (eq <= 0) throw new ConfigError(`${name}: '${part.trim()}' is not key=value.`);
+    try {
+      out[decodeURIComponent(part.slice(0, eq).trim())] = decodeURIComponent(part.slice(eq + 1).trim());
+    } catch {
+      throw new ConfigError(`${name}: '${part.trim()}' is not percent-encoded correctly.`);
+    }
+  }
+  return out;
+}
+
+/** The OpenTelemetry SDK's own variables, mapped onto the `tracing` section (they do not turn it on). */
+function applyOtelEnv(layer: Json, env: NodeJS.ProcessEnv): void {
+  const traces = env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
+  const base = env.OTEL_EXPORTER_OTLP_ENDPOINT;
+  if (traces) setPath(layer, ['tracing', 'endpoint'], traces);
+  else if (base) setPath(layer, ['tracing', 'endpoint'], `${base.replace(/\/+$/, '')}/v1/traces`);
+  if (env.OTEL_SERVICE_NAME) setPath(layer, ['tracing', 'serviceName'], env.OTEL_SERVICE_NAME);
+  const headers = {
+    ...(env.OTEL_EXPORTER_OTLP_HEADERS
+      ? parseOtelHeaders('OTEL_EXPORTER_OTLP_HEADERS', env.OTEL_EXPORTER_OTLP_HEADERS)
+      : {}),
+    ...(env.OTEL_EXPORTER_OTLP_TRACES_HEADERS
+      ? parseOtelHeaders('OTEL_EXPORTER_OTLP_TRACES_HEADERS', env.OTEL_EXPORTER_OTLP_TRACES_HEADERS)
+      : {}),
+  };
+  if (Object.keys(headers).length > 0) {
+    const tracing = layer.tracing as Json | undefined;
+    const fromFile = tracing?.headers;
+    setPath(layer, ['tracing', 'headers'], {
+      ...(typeof fromFile === 'object' && fromFile !== null ? fromFile : {}),
+      ...headers,
+    });
+  }
+}
+
 function applyEnv(layer: Json, env: NodeJS.ProcessEnv): void {
+  applyOtelEnv(layer, env);
   for (const [name, { path, kind }] of Object.entries(ENV_PATHS)) {
     const raw = env[name];
     if (raw === undefined || raw === '') continue;
-    if (kind === 'number') {
+    if (kind === 'boolean') {
+      const value = raw.trim().toLowerCase();
+      if (!TRUE.has(value) && !FALSE.has(value))
+        throw new ConfigError(`${name}=${raw} is not true or false.`);
+      setPath(layer, path, TRUE.has(value));
+    } else if (kind === 'number') {
       const value = Number(raw);
       if (!Number.isFinite(value)) throw new ConfigError(`${name}=${raw} is not a number.`);
       setPath(layer, path, value);
@@ -121,6 +186,10 @@ function applyFlags(layer: Json, flags: ConfigFlags): void {
   if (flags.storage !== undefined) setPath(layer, ['storage', 'kind'], flags.storage);
   if (flags.adminKey !== undefined) setPath(layer, ['auth', 'adminKey'], flags.adminKey);
   if (flags.processes !== undefined) setPath(layer, ['server', 'processes'], flags.processes);
+  if (flags.tracingEndpoint !== undefined) {
+    setPath(layer, ['tracing', 'endpoint'], flags.tracingEndpoint);
+    setPath(layer, ['tracing', 'enabled'], true);
+  }
   if (flags.worker !== undefined && flags.worker.length > 0) {
     setPath(layer, ['workers'], workersFromUrls(flags.worker));
   }

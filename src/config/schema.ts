@@ -193,6 +193,23 @@ export const configSchema = z.strictObject({
         .optional(),
     })
     .prefault({}),
+  /** OpenTelemetry tracing: spans per generation request, exported over OTLP/HTTP (JSON). */
+  tracing: z
+    .strictObject({
+      enabled: z.boolean().default(false),
+      /** The OTLP/HTTP traces endpoint (the full URL, `/v1/traces` included). */
+      endpoint: z.url({ protocol: /^https?$/ }).default('http://127.0.0.1:4318/v1/traces'),
+      serviceName: z.string().min(1).default('sluice'),
+      /** Share of new traces sampled; a client's traceparent decides for the traces it continues. */
+      sampleRatio: z.number().min(0).max(1).default(1),
+      /** Headers sent with each export (an API key of the collector, ...). */
+      headers: z.record(z.string().min(1), z.string()).default({}),
+      /** Longest a finished span waits before it is exported in a batch. */
+      batchDelayMs: positiveInt.default(5_000),
+      /** Bound of one export (retries included); the final flush on shutdown waits at most 2 s. */
+      exportTimeoutMs: positiveInt.default(10_000),
+    })
+    .prefault({}),
   workers: z.array(workerSchema).default([]),
   models: z.record(z.string().min(1), modelSchema).default({}),
 });

@@ -1,5 +1,6 @@
 import type { StreamError } from '../errors/stream-errors.js';
 import type { ApiName } from '../observability/metrics.js';
+import type { AttemptTrace } from '../observability/tracing.js';
 import type { EngineStream } from '../streams/engine-stream.js';
 import type { RequestRegistry } from '../streams/request-registry.js';
 import type { Worker } from '../workers/worker.js';
@@ -15,6 +16,8 @@ export class Attempt {
   readonly controller = new AbortController();
   readonly startedAt = performance.now();
   stream: EngineStream | undefined;
+  /** This attempt's client span (tracing on and the request sampled), ended on release. */
+  span: AttemptTrace | undefined;
   private released = false;
 
   constructor(
@@ -48,9 +51,11 @@ export class Attempt {
     else if (!this.controller.signal.aborted) this.controller.abort(reason);
   }
 
-  release(outcome: AttemptOutcome): void {
+  /** Frees the slot; `error` is what ended the attempt, when it did not succeed. */
+  release(outcome: AttemptOutcome, error?: Error): void {
     if (this.released) return;
     this.released = true;
+    this.span?.end(outcome === 'success' ? undefined : error);
     this.registry.unregister(this.requestId);
     this.worker.rankEnded(this.rank);
     this.worker.limiter.release();

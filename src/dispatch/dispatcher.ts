@@ -7,6 +7,7 @@ import { InvalidDataParallelRank, StreamDeadlineExceeded } from '../errors/strea
 import { UpstreamBadResponse, UpstreamHttpError } from '../errors/upstream-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { ApiName, GatewayMetrics } from '../observability/metrics.js';
+import type { RequestTrace, RoutingTrace } from '../observability/tracing.js';
 import type { RouteContext } from '../routing/types.js';
 import { BufferingSink } from '../streams/buffering-sink.js';
 import { EngineStream } from '../streams/engine-stream.js';
@@ -42,6 +43,8 @@ export interface DispatchRequest {
   receivedAt: number;
   /** Workers this request must not go to (those that failed it mid-stream). */
   exclude?: ReadonlySet<string> | undefined;
+  /** The request's spans, when tracing is on and it is sampled. */
+  trace?: RequestTrace | undefined;
 }
 
 export interface OpenedStream {
@@ -109,6 +112,7 @@ export class Dispatcher {
       }
       const early = sink.earlyFailure;
       if (early) throw early;
+      attempt.span?.firstToken();
       return { attempt, stream, sink, timeouts };
     });
   }
@@ -204,12 +208,25 @@ export class Dispatcher {
       }
       if (req.signal.aborted) throw new ClientDisconnected();
       let attempt: Attempt;
+      const routing = req.trace?.startRouting(this.settings.policy(req.model), n);
       try {
-        attempt = await this.acquire(req, tried, n);
+        attempt = await this.acquire(req, tried, n, routing);
       } catch (err) {
+        routing?.end(err);
         // After a failed attempt, "no other worker" is less telling than what went wrong.
         if (lastError && err instanceof NoWorkerAvailable) throw lastError;
         throw err;
+      }
+      if (req.trace) {
+        routing?.end();
+        attempt.span = req.trace.startAttempt({
+          workerId: attempt.worker.id,
+          workerUrl: attempt.worker.url,
+          path: req.path,
+          requestId: attempt.requestId,
+          retry: n,
+          rank: attempt.rank,
+        });
       }
       tried.add(attempt.worker.id);
       const onClientGone = () => attempt.cancel(new ClientDisconnected());
@@ -223,7 +240,7 @@ export class Dispatcher {
           ? raw
           : classifyRequestError(raw, attempt.signal, attempt.worker.id, 0);
         attempt.cancel(err);
-        attempt.release(outcomeOf(err));
+        attempt.release(outcomeOf(err), err);
         this.metrics.upstreamAttempts.inc({ worker: attempt.worker.id, outcome: err.code });
         if (isUnreachable(err)) this.health.reportUnreachable(attempt.worker, err.message);
         if (!err.retryable || req.signal.aborted) throw err;
@@ -248,7 +265,12 @@ export class Dispatcher {
   }
 
   /** Picks a worker, waits for a slot on it, and registers a new attempt with a fresh request id. */
-  private async acquire(req: DispatchRequest, tried: ReadonlySet<string>, n: number): Promise<Attempt> {
+  private async acquire(
+    req: DispatchRequest,
+    tried: ReadonlySet<string>,
+    n: number,
+    routing: RoutingTrace | undefined,
+  ): Promise<Attempt> {
     const exclude = req.exclude;
     const serving = this.registry.forModel(req.model);
     const all = this.withRank(exclude ? serving.filter((w) => !exclude.has(w.id)) : serving, req.rank);
@@ -271,6 +293,7 @@ export class Dispatcher {
     const candidates = untried.length > 0 ? untried : withRoom;
     const free = candidates.filter((w) => w.limiter.hasFreeSlot);
     const worker: Worker = this.router.pick(req.model, free.length > 0 ? free : candidates, req.route);
+    routing?.picked(worker.id, free.length > 0 ? free.length : candidates.length);
     const rank = worker.chooseRank(req.rank);
     try {
       await worker.limiter.acquire(req.signal);
@@ -319,6 +342,8 @@ export class Dispatcher {
     };
     if (worker.apiKey) headers.authorization = `Bearer ${worker.apiKey}`;
     if (worker.dpSize > 1 || req.rank !== undefined) headers['x-data-parallel-rank'] = String(attempt.rank);
+    // The gateway's own attempt span is the worker's parent, in place of the client's traceparent.
+    attempt.span?.inject(headers);
     let response: UndiciDispatcher.ResponseData;
     try {
       response = await worker.pool.request({
@@ -333,6 +358,7 @@ export class Dispatcher {
     } catch (err) {
       throw classifyRequestError(err, attempt.signal, worker.id, headersTimeoutMs);
     }
+    attempt.span?.responded(response.statusCode);
     if (response.statusCode !== 200) {
       const body = await readLimited(response.body, ERROR_BODY_LIMIT);
       const contentType = response.headers['content-type'];

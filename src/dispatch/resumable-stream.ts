@@ -79,6 +79,7 @@ export class ResumableStream {
   private readonly failedTokens: number[] = [];
   private unsafe: string | undefined;
   private id: string | undefined;
+  private model: string | undefined;
   private created: number | undefined;
   private ended = false;
   private abandoned = false;
@@ -105,6 +106,10 @@ export class ResumableStream {
   get usage(): Usage | undefined {
     return this.lastUsage;
   }
+  /** The `id` and `model` of the first chunk (the response's, kept over resumes). */
+  get response(): { id: string | undefined; model: string | undefined } {
+    return { id: this.id, model: this.model };
+  }
   get finishReason(): string | undefined {
     return this.current.stream.tracker.finishReason;
   }
@@ -130,7 +135,7 @@ export class ResumableStream {
     this.ended = true;
     this.abandoned = true;
     this.current.stream.abort(reason, false);
-    this.current.attempt.release('neutral');
+    this.current.attempt.release('neutral', reason);
   }
 
   private follow(opened: OpenedStream, continuation: boolean): void {
@@ -167,7 +172,7 @@ export class ResumableStream {
         sink.onComplete(continuation ? false : sawDone);
       },
       onFail: (error) => {
-        opened.attempt.release(outcomeOf(error));
+        opened.attempt.release(outcomeOf(error), error);
         if (this.ended) return;
         void this.failOrResume(error);
       },
@@ -176,7 +181,10 @@ export class ResumableStream {
 
   /** Follows what was generated, to build a continuation and to know whether one is safe. */
   private observe(chunk: ParsedChunk): void {
-    if (this.id === undefined && typeof chunk.id === 'string') this.id = chunk.id;
+    if (this.id === undefined && typeof chunk.id === 'string') {
+      this.id = chunk.id;
+      if (typeof chunk.model === 'string') this.model = chunk.model;
+    }
     if (this.created === undefined && typeof chunk.created === 'number') this.created = chunk.created;
     if (chunk.usage) this.lastUsage = chunk.usage;
     const choices = chunk.choices ?? [];
@@ -278,8 +286,9 @@ export class ResumableStream {
       return fail('no_worker');
     }
     if (this.abandoned) {
-      next.stream.abort(new ClientDisconnected(), false);
-      next.attempt.release('neutral');
+      const gone = new ClientDisconnected();
+      next.stream.abort(gone, false);
+      next.attempt.release('neutral', gone);
       return;
     }
     this.current = next;

@@ -5,6 +5,7 @@ import { isSluiceError } from '../errors/base.js';
 import { ClientDisconnected, InvalidRequest, NotFound } from '../errors/http-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
+import type { RequestTrace } from '../observability/tracing.js';
 import type { Store, StoredResponse } from '../storage/types.js';
 import { resolveContext } from './context.js';
 import { newId } from './ids.js';
@@ -29,6 +30,8 @@ export interface CreateCall {
   /** Aborted when the client goes away (ignored by background responses). */
   signal: AbortSignal;
   receivedAt: number;
+  /** The request's spans, when tracing is on and it is sampled. */
+  trace?: RequestTrace | undefined;
 }
 
 export interface Terminal {
@@ -88,6 +91,7 @@ export class ResponsesService {
       headers: call.headers,
       signal: call.signal,
       receivedAt: call.receivedAt,
+      trace: call.trace,
     };
     return {
       response,

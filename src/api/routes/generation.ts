@@ -94,6 +94,15 @@ async function serve<
 ): Promise<void> {
   const { dispatcher, metrics, log, router } = ctx;
   const observer = new RequestObserver(metrics, log, kind.api, request.id);
+  if (ctx.tracing) {
+    observer.trace = ctx.tracing.startRequest({
+      api: kind.api,
+      route: kind.path,
+      requestId: request.id,
+      headers: request.headers,
+      receivedAt: performance.now() - reply.elapsedTime,
+    });
+  }
   try {
     if (ctx.lifecycle.draining) throw new GatewayShuttingDown();
     const raw = request.body as Record<string, unknown> | undefined;
@@ -107,6 +116,7 @@ async function serve<
     const body = validateBody(kind.schema, request.body);
     dispatcher.assertModel(body.model);
     observer.model = body.model;
+    observer.trace?.request(body.model, raw ?? {});
     // With a key, usage is needed for its counters: asked of the engine, and not shown to a
     // client that did not ask for it.
     const forceUsage =
@@ -131,6 +141,7 @@ async function serve<
       headers: forward(request.headers),
       signal: clientSignal(reply),
       receivedAt: performance.now(),
+      trace: observer.trace,
     };
     if (dispatchRequest.stream) {
       const plan = dispatcher.resumePlan(
@@ -149,6 +160,7 @@ async function serve<
         onFirstWrite: () => observer.firstByte(),
       });
       await ctx.access.recordUsage(grant, outcome.usage);
+      observer.trace?.response(stream.response);
       const resumed = stream.resumes > 0 ? { resumes: stream.resumes, workers: stream.workers } : {};
       if (outcome.kind === 'failed') {
         metrics.streamFailed(kind.api, body.model, outcome.error.reason);
@@ -178,6 +190,7 @@ async function serve<
       .header('x-request-id', request.id)
       .header('x-sluice-worker', done.attempt.worker.id)
       .send(done.body);
+    observer.trace?.response(done.json);
     observer.finish(200, 'completed', { usage: done.json.usage });
     await ctx.access.recordUsage(grant, done.json.usage as { prompt_tokens?: unknown } | undefined);
   } catch (err) {

@@ -1,8 +1,10 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { ClientDisconnected, GatewayShuttingDown } from '../../errors/http-errors.js';
+import type { RequestTrace } from '../../observability/tracing.js';
 import { listObject, pageOf, pageRequest } from '../../responses/pagination.js';
 import { createResponseSchema } from '../../responses/request-schema.js';
 import type { ResponseRun } from '../../responses/response-run.js';
+import type { Terminal } from '../../responses/service.js';
 import type { InputItem } from '../../responses/types.js';
 import type { GatewayContext } from '../context.js';
 import { toSluiceError } from '../error-handler.js';
@@ -37,12 +39,32 @@ function watch(reply: FastifyReply, run: ResponseRun, startingAfter: number): Pr
   });
 }
 
+/** A failed response's stable error code, for its span. */
+function noteFailure(trace: RequestTrace, terminal: Terminal): void {
+  if (terminal.status !== 'failed') return;
+  try {
+    const code = (JSON.parse(terminal.json) as { error?: { code?: unknown } }).error?.code;
+    if (typeof code === 'string') trace.failed(code);
+  } catch {
+    // the terminal JSON is the gateway's own; nothing to note when it has no code
+  }
+}
+
 export function responseRoutes(ctx: GatewayContext) {
   const forward = headerForwarder(ctx.config.server.forwardHeaders);
   const service = ctx.responses;
 
   async function create(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const observer = new RequestObserver(ctx.metrics, ctx.log, 'responses', request.id);
+    if (ctx.tracing) {
+      observer.trace = ctx.tracing.startRequest({
+        api: 'responses',
+        route: '/v1/responses',
+        requestId: request.id,
+        headers: request.headers,
+        receivedAt: performance.now() - reply.elapsedTime,
+      });
+    }
     const controller = new AbortController();
     reply.raw.once('close', () => {
       if (!reply.raw.writableFinished) controller.abort(new ClientDisconnected());
@@ -58,6 +80,8 @@ export function responseRoutes(ctx: GatewayContext) {
       );
       const body = validateBody(createResponseSchema, request.body);
       observer.model = body.model;
+      const trace = observer.trace;
+      trace?.request(body.model, request.body as Record<string, unknown>);
       const hashHeader = request.headers[ctx.config.routing.hashHeader];
       const prepared = await service.prepare({
         request: body,
@@ -65,11 +89,16 @@ export function responseRoutes(ctx: GatewayContext) {
         wantsText: ctx.router.wantsText(body.model),
         hashKey: typeof hashHeader === 'string' ? hashHeader : undefined,
         resume: parseResumeHeader(request.headers['x-sluice-resume']),
-        onUsage: (usage) => void ctx.access.recordUsage(grant, usage),
+        onUsage: (usage) => {
+          trace?.usage(usage);
+          void ctx.access.recordUsage(grant, usage);
+        },
         headers: forward(request.headers),
         signal: controller.signal,
         receivedAt: performance.now(),
+        trace,
       });
+      trace?.response({ id: prepared.response.id, model: prepared.response.model });
       if (body.background) {
         const { run, queuedJson } = await service.startBackground(prepared);
         if (!body.stream) {
@@ -93,11 +122,13 @@ export function responseRoutes(ctx: GatewayContext) {
         run.addWriter(sseEventWriter(reply.raw));
         const terminal = await service.runForeground(prepared, run, opened, controller.signal);
         if (!reply.raw.writableEnded) reply.raw.end();
+        if (trace) noteFailure(trace, terminal);
         observer.finish(200, terminal.status);
         return;
       }
       const terminal = await service.runForeground(prepared, run, opened, controller.signal);
       reply.code(200).type('application/json').header('x-request-id', request.id).send(terminal.json);
+      if (trace) noteFailure(trace, terminal);
       observer.finish(200, terminal.status);
     } catch (err) {
       const error = toSluiceError(err, ctx.config.server.bodyLimitBytes);
