@@ -70,14 +70,12 @@ export async function streams(
   body: string,
   count: number,
   firstTokenMarker: string,
-  onPeak?: () => void,
 ): Promise<StreamRun> {
   const pool = new Pool(origin, { connections: count, pipelining: 1 });
   const ttftMs: number[] = [];
   const interEventMs: number[] = [];
   let events = 0;
   let errors = 0;
-  let open = 0;
   const marker = Buffer.from(firstTokenMarker);
   const started = performance.now();
   const one = async () => {
@@ -94,7 +92,6 @@ export async function streams(
         await res.body.arrayBuffer();
         return;
       }
-      if (++open === count) onPeak?.();
       let last = -1;
       for await (const chunk of res.body) {
         const buf = chunk as Buffer;

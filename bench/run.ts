@@ -3,8 +3,10 @@
  * loopback. Starts a mock worker and a gateway from the build as separate processes, drives
  * them from this process, prints a table and writes bench/results/<timestamp>.json.
  */
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { cpus, totalmem } from 'node:os';
+import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
 import { closedLoop, type RequestRun, type StreamRun, streams, summarize } from './load.js';
 import { cpuSeconds, type Proc, rssBytes, startCli, startFloorRelay, stop } from './processes.js';
 import { type ProfileSummary, summarizeProfile } from './profile-summary.js';
@@ -53,14 +55,16 @@ async function streamCase(
       count,
       '"content":" ',
     ));
+  // Memory per open stream: the peak while the streams are open (sampled every 200 ms) over the
+  // relay's memory just before (which still holds what earlier cases grew: a lower bound).
   const idleRss = rssBytes(gateway.pid);
   let peakRss = idleRss;
+  const sampler = setInterval(() => {
+    peakRss = Math.max(peakRss, rssBytes(gateway.pid));
+  }, 200);
   const cpuBefore = cpuSeconds(gateway.pid);
-  const viaGateway = await streams(gatewayOrigin, path, body, count, marker, () => {
-    setTimeout(() => {
-      peakRss = Math.max(peakRss, rssBytes(gateway.pid));
-    }, 500);
-  });
+  const viaGateway = await streams(gatewayOrigin, path, body, count, marker);
+  clearInterval(sampler);
   const cpu = cpuSeconds(gateway.pid) - cpuBefore;
   const d = summarize(baseline.ttftMs);
   const g = summarize(viaGateway.ttftMs);
@@ -94,21 +98,21 @@ async function main(): Promise<void> {
     '16',
   ]);
   const slow = await startCli(['mock-worker', '--port', '0', '--model', 'slow', '--tokens-per-second', '50']);
+  // The mock workers have no capacity limit: the gateway's per-worker admission (default 256
+  // in flight) must not queue the benchmark's 1024 streams, or TTFT would measure the queue.
+  const configFile = join(mkdtempSync(join(tmpdir(), 'sluice-bench-')), 'sluice.yaml');
+  writeFileSync(
+    configFile,
+    stringify({
+      workerDefaults: { maxConcurrent: 4096, queueSize: 4096 },
+      workers: [{ url: fast.url }, { url: slow.url }],
+      storage: { kind: 'none' },
+      timeouts: { headersMs: 120_000 },
+    }),
+  );
   const gateway = await startCli(
-    [
-      'serve',
-      '--port',
-      '0',
-      '--worker',
-      fast.url,
-      '--worker',
-      slow.url,
-      '--storage',
-      'none',
-      '--log-level',
-      'info',
-    ],
-    { SLUICE_HEADERS_TIMEOUT_MS: '120000' },
+    ['serve', '--port', '0', '--config', configFile, '--log-level', 'info'],
+    {},
     PROFILE ? ['--cpu-prof', '--cpu-prof-dir', PROFILE_DIR] : [],
   );
   const [fastFloor, slowFloor] = await Promise.all([startFloorRelay(fast.url), startFloorRelay(slow.url)]);

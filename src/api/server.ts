@@ -27,6 +27,8 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
     loggerInstance: ctx.log as FastifyBaseLogger,
     // Each request is logged once, when it ends, by the route (RequestObserver).
     logController: new LogController({ disableRequestLogging: true }),
+    // No child logger per request: nothing logs through request.log (see RequestObserver).
+    childLoggerFactory: (logger) => logger,
     bodyLimit: ctx.config.server.bodyLimitBytes,
     genReqId: (req) => requestId(req.headers['x-request-id']),
     requestIdHeader: false,
