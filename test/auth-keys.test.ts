@@ -207,6 +207,8 @@ describe.each(backends)('KeyService on $name', ({ makeBackend }) => {
       id: 'conv_old',
       createdAt: 1,
       metadataJson: '{"k":"v"}',
+      // Made before keys existed: owned by no key, so visible to every caller.
+      ownerKeyId: null,
     });
   });
 

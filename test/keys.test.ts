@@ -157,4 +157,75 @@ describe('API keys, limits and header hygiene', () => {
     expect((await chat(created.key)).status).toBe(401);
     expect((await admin(`/keys/${created.id}`)).status).toBe(404);
   });
+  it('stored responses and conversations belong to the key that made them', async () => {
+    const [a, b] = [await createKey({}), await createKey({})];
+    const call = (key: string, method: string, path: string, body?: unknown) =>
+      fetch(`${gateway.url}/v1${path}`, {
+        method,
+        headers: {
+          authorization: `Bearer ${key}`,
+          ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+        },
+        body: body === undefined ? undefined : JSON.stringify(body),
+      });
+    const codeOf = async (res: Response) => ((await res.json()) as { error: { code: string } }).error.code;
+
+    const created = await call(a.key, 'POST', '/responses', {
+      model: 'mock-model',
+      input: 'hi',
+      max_output_tokens: 3,
+    });
+    expect(created.status).toBe(200);
+    const responseId = ((await created.json()) as { id: string }).id;
+    const conv = await call(a.key, 'POST', '/conversations', {
+      items: [{ role: 'user', content: 'remember' }],
+    });
+    expect(conv.status).toBe(200);
+    const conversationId = ((await conv.json()) as { id: string }).id;
+
+    // Another key learns nothing, exactly as for ids that do not exist.
+    for (const [method, path, body] of [
+      ['GET', `/responses/${responseId}`],
+      ['GET', `/responses/${responseId}?stream=true`],
+      ['GET', `/responses/${responseId}/input_items`],
+      ['POST', `/responses/${responseId}/cancel`],
+      ['DELETE', `/responses/${responseId}`],
+      ['GET', `/conversations/${conversationId}`],
+      ['POST', `/conversations/${conversationId}`, { metadata: { x: 'y' } }],
+      ['GET', `/conversations/${conversationId}/items`],
+      ['POST', `/conversations/${conversationId}/items`, { items: [{ role: 'user', content: 'x' }] }],
+      ['DELETE', `/conversations/${conversationId}`],
+    ] as const) {
+      const res = await call(b.key, method, path, body);
+      expect(res.status, `${method} ${path}`).toBe(404);
+      expect(await codeOf(res)).toMatch(/^(response|conversation)_not_found$/);
+    }
+    const chained = await call(b.key, 'POST', '/responses', {
+      model: 'mock-model',
+      input: 'more',
+      previous_response_id: responseId,
+    });
+    expect(chained.status).toBe(404);
+    expect(await codeOf(chained)).toBe('previous_response_not_found');
+    const inConversation = await call(b.key, 'POST', '/responses', {
+      model: 'mock-model',
+      input: 'more',
+      conversation: conversationId,
+    });
+    expect(inConversation.status).toBe(404);
+    expect(await codeOf(inConversation)).toBe('conversation_not_found');
+
+    // The owner still has all of it, untouched by the other key's attempts.
+    expect((await call(a.key, 'GET', `/responses/${responseId}`)).status).toBe(200);
+    const items = await call(a.key, 'GET', `/conversations/${conversationId}/items`);
+    expect(((await items.json()) as { data: unknown[] }).data).toHaveLength(1);
+    const next = await call(a.key, 'POST', '/responses', {
+      model: 'mock-model',
+      input: 'more',
+      previous_response_id: responseId,
+      max_output_tokens: 3,
+    });
+    expect(next.status).toBe(200);
+    expect((await call(a.key, 'DELETE', `/responses/${responseId}`)).status).toBe(200);
+  });
 });

@@ -127,6 +127,7 @@ function response(id: string, overrides: Partial<StoredResponse> = {}): StoredRe
     inputItemsJson: '[{"id":"msg_1","content":"\\u2603 ☃"} ]',
     eventsJson: '[ {"type":"response.created"}]',
     cancelRequested: false,
+    ownerKeyId: 'key_owner',
     ...overrides,
   };
 }
@@ -177,11 +178,15 @@ describe.each(backends)('storage on $name', ({ makeBackend }) => {
       const second = backend.open('fresh');
       await Promise.all([first.migrate(), second.migrate()]);
       expect(await backend.appliedVersions('fresh')).toEqual(backend.expectedVersions);
-      await first.insertConversation({ id: 'conv_fresh', createdAt: 1, metadataJson: '{}' }, []);
+      await first.insertConversation(
+        { id: 'conv_fresh', createdAt: 1, metadataJson: '{}', ownerKeyId: null },
+        [],
+      );
       expect(await second.getConversation('conv_fresh')).toEqual({
         id: 'conv_fresh',
         createdAt: 1,
         metadataJson: '{}',
+        ownerKeyId: null,
       });
     });
 
@@ -252,7 +257,12 @@ describe.each(backends)('storage on $name', ({ makeBackend }) => {
   describe('conversations', () => {
     it('stores a conversation with its items, in order, byte for byte', async () => {
       const id = uniqueId('conv');
-      const conversation = { id, createdAt: 1_760_000_001, metadataJson: TRICKY_JSON };
+      const conversation = {
+        id,
+        createdAt: 1_760_000_001,
+        metadataJson: TRICKY_JSON,
+        ownerKeyId: 'key_owner',
+      };
       const tricky = { id: 'tricky "\\ é', json: TRICKY_JSON };
       await store.insertConversation(conversation, [...items('a', 3), tricky]);
       await store.appendConversationItems(id, [{ ...tricky, id: 'appended' }]);
@@ -268,8 +278,13 @@ describe.each(backends)('storage on $name', ({ makeBackend }) => {
 
     it('rejects a duplicate conversation id or item id with store_duplicate', async () => {
       const id = uniqueId('conv');
-      await store.insertConversation({ id, createdAt: 1, metadataJson: '{}' }, items('a', 2));
-      const again = await failure(store.insertConversation({ id, createdAt: 2, metadataJson: '{}' }, []));
+      await store.insertConversation(
+        { id, createdAt: 1, metadataJson: '{}', ownerKeyId: null },
+        items('a', 2),
+      );
+      const again = await failure(
+        store.insertConversation({ id, createdAt: 2, metadataJson: '{}', ownerKeyId: null }, []),
+      );
       expect(again.code).toBe('store_duplicate');
       const duplicateItem = await failure(store.appendConversationItems(id, items('a', 1)));
       expect(duplicateItem.code).toBe('store_duplicate');
@@ -278,7 +293,7 @@ describe.each(backends)('storage on $name', ({ makeBackend }) => {
 
     it('updates the metadata', async () => {
       const id = uniqueId('conv');
-      await store.insertConversation({ id, createdAt: 1, metadataJson: '{}' }, []);
+      await store.insertConversation({ id, createdAt: 1, metadataJson: '{}', ownerKeyId: null }, []);
       expect(await store.updateConversationMetadata(id, '{"topic":  "é"}')).toBe(true);
       expect((await store.getConversation(id))?.metadataJson).toBe('{"topic":  "é"}');
       expect(await store.updateConversationMetadata(uniqueId('missing'), '{}')).toBe(false);
@@ -286,7 +301,10 @@ describe.each(backends)('storage on $name', ({ makeBackend }) => {
 
     it('appends after the existing items', async () => {
       const id = uniqueId('conv');
-      await store.insertConversation({ id, createdAt: 1, metadataJson: '{}' }, items('a', 2));
+      await store.insertConversation(
+        { id, createdAt: 1, metadataJson: '{}', ownerKeyId: null },
+        items('a', 2),
+      );
       expect(await store.appendConversationItems(id, items('b', 2))).toBe(true);
       expect(await store.appendConversationItems(id, [])).toBe(true);
       expect(await store.appendConversationItems(id, items('c', 1))).toBe(true);
@@ -300,7 +318,7 @@ describe.each(backends)('storage on $name', ({ makeBackend }) => {
 
     it('tells an empty conversation from a missing one', async () => {
       const id = uniqueId('conv');
-      await store.insertConversation({ id, createdAt: 1, metadataJson: '{}' }, []);
+      await store.insertConversation({ id, createdAt: 1, metadataJson: '{}', ownerKeyId: null }, []);
       expect(await store.allConversationItems(id)).toEqual([]);
       expect(await store.listConversationItems(id, { limit: 10, order: 'asc' })).toEqual({
         data: [],
@@ -315,8 +333,14 @@ describe.each(backends)('storage on $name', ({ makeBackend }) => {
     it('gets and deletes a single item', async () => {
       const id = uniqueId('conv');
       const other = uniqueId('conv');
-      await store.insertConversation({ id, createdAt: 1, metadataJson: '{}' }, items('a', 3));
-      await store.insertConversation({ id: other, createdAt: 1, metadataJson: '{}' }, items('z', 1));
+      await store.insertConversation(
+        { id, createdAt: 1, metadataJson: '{}', ownerKeyId: null },
+        items('a', 3),
+      );
+      await store.insertConversation(
+        { id: other, createdAt: 1, metadataJson: '{}', ownerKeyId: null },
+        items('z', 1),
+      );
       expect(await store.getConversationItem(id, 'a2')).toEqual(items('a', 3)[1]);
       expect(await store.getConversationItem(id, 'z1')).toBeUndefined();
       expect(await store.deleteConversationItem(id, 'z1')).toBe(false);
@@ -333,14 +357,20 @@ describe.each(backends)('storage on $name', ({ makeBackend }) => {
 
     it('deleting a conversation deletes its items', async () => {
       const id = uniqueId('conv');
-      await store.insertConversation({ id, createdAt: 1, metadataJson: '{}' }, items('a', 3));
+      await store.insertConversation(
+        { id, createdAt: 1, metadataJson: '{}', ownerKeyId: null },
+        items('a', 3),
+      );
       expect(await store.deleteConversation(id)).toBe(true);
       expect(await store.getConversation(id)).toBeUndefined();
       expect(await store.getConversationItem(id, 'a1')).toBeUndefined();
       expect(await store.deleteConversation(id)).toBe(false);
       expect(await backend.itemSeqs('main', id)).toEqual([]);
       // Leftover items would collide with, or be listed among, the new ones.
-      await store.insertConversation({ id, createdAt: 2, metadataJson: '{}' }, items('a', 1));
+      await store.insertConversation(
+        { id, createdAt: 2, metadataJson: '{}', ownerKeyId: null },
+        items('a', 1),
+      );
       expect(await store.allConversationItems(id)).toEqual(items('a', 1));
     });
   });
@@ -348,7 +378,10 @@ describe.each(backends)('storage on $name', ({ makeBackend }) => {
   describe('pagination', () => {
     const id = 'conv_pages';
     beforeAll(async () => {
-      await store.insertConversation({ id, createdAt: 1, metadataJson: '{}' }, items('i', 4));
+      await store.insertConversation(
+        { id, createdAt: 1, metadataJson: '{}', ownerKeyId: null },
+        items('i', 4),
+      );
       await store.appendConversationItems(id, items('i', 7).slice(4));
     });
 
@@ -389,7 +422,7 @@ describe.each(backends)('storage on $name', ({ makeBackend }) => {
     const replica = backend.open('main');
     await replica.migrate();
     const id = uniqueId('conv');
-    await store.insertConversation({ id, createdAt: 1, metadataJson: '{}' }, []);
+    await store.insertConversation({ id, createdAt: 1, metadataJson: '{}', ownerKeyId: null }, []);
     const calls = Array.from({ length: 20 }, (_, call) => items(`c${call}-`, 3));
     const results = await Promise.all(
       calls.map((batch, call) => (call % 2 === 0 ? store : replica).appendConversationItems(id, batch)),

@@ -1,5 +1,6 @@
 import { InvalidRequest, NotFound } from '../errors/http-errors.js';
 import type { Store, StoredResponse } from '../storage/types.js';
+import { type Caller, visibleTo } from './ownership.js';
 import type { CreateResponseRequest } from './request-schema.js';
 import type { InputItem, OutputItem } from './types.js';
 
@@ -21,11 +22,13 @@ function itemsOf(response: StoredResponse): (InputItem | OutputItem)[] {
 
 /**
  * Rebuilds what came before a request: the chain of `previous_response_id` (each response's
- * input then output, oldest first), or the items of its `conversation`. Unknown ids are 404s.
+ * input then output, oldest first), or the items of its `conversation`. Unknown ids, and those
+ * another API key owns, are 404s.
  */
 export async function resolveContext(
   store: Store | undefined,
   request: CreateResponseRequest,
+  caller: Caller,
 ): Promise<ResolvedContext> {
   const conversation = request.conversation;
   const conversationId = typeof conversation === 'string' ? conversation : (conversation?.id ?? null);
@@ -47,7 +50,8 @@ export async function resolveContext(
     const chain: StoredResponse[] = [];
     let id: string | null = request.previous_response_id;
     while (id && chain.length < MAX_CHAIN) {
-      const found = await store.getResponse(id);
+      const stored = await store.getResponse(id);
+      const found = stored && visibleTo(stored.ownerKeyId, caller) ? stored : undefined;
       if (!found) {
         if (chain.length === 0)
           throw notFound('previous_response_not_found', id, 'response', 'previous_response_id');
@@ -60,7 +64,11 @@ export async function resolveContext(
     return { history, previousResponseId: request.previous_response_id, conversationId: null };
   }
   if (conversationId) {
-    const items = store ? await store.allConversationItems(conversationId) : undefined;
+    const owned = store ? await store.getConversation(conversationId) : undefined;
+    const items =
+      store && owned && visibleTo(owned.ownerKeyId, caller)
+        ? await store.allConversationItems(conversationId)
+        : undefined;
     if (!items) throw notFound('conversation_not_found', conversationId, 'conversation', 'conversation');
     return {
       history: items.map((item) => JSON.parse(item.json) as InputItem),

@@ -3,6 +3,7 @@ import { InvalidRequest, NotFound } from '../errors/http-errors.js';
 import type { PageRequest, Store, StoredItem } from '../storage/types.js';
 import { newId } from './ids.js';
 import { normaliseInput } from './input-items.js';
+import { type Caller, visibleTo } from './ownership.js';
 import { inputItemSchema } from './request-schema.js';
 import type { InputItem } from './types.js';
 
@@ -30,7 +31,10 @@ function toItems(items: InputItem[]): StoredItem[] {
   return items.map((item) => ({ id: item.id, json: JSON.stringify(item) }));
 }
 
-/** The Conversations API: a durable list of items that responses can read and append to. */
+/**
+ * The Conversations API: a durable list of items that responses can read and append to. Every
+ * call names its caller (the API key): a conversation another key created is a 404.
+ */
 export class ConversationsService {
   constructor(private readonly store: Store | undefined) {}
 
@@ -40,7 +44,7 @@ export class ConversationsService {
     return this.store;
   }
 
-  async create(body: z.output<typeof createConversationSchema>): Promise<ConversationObject> {
+  async create(body: z.output<typeof createConversationSchema>, caller: Caller): Promise<ConversationObject> {
     const conversation: ConversationObject = {
       id: newId('conv'),
       object: 'conversation',
@@ -53,15 +57,16 @@ export class ConversationsService {
         id: conversation.id,
         createdAt: conversation.created_at,
         metadataJson: JSON.stringify(conversation.metadata),
+        ownerKeyId: caller,
       },
       items,
     );
     return conversation;
   }
 
-  async get(id: string): Promise<ConversationObject> {
+  async get(id: string, caller: Caller): Promise<ConversationObject> {
     const stored = await this.backend.getConversation(id);
-    if (!stored) throw notFound(id);
+    if (!stored || !visibleTo(stored.ownerKeyId, caller)) throw notFound(id);
     return {
       id: stored.id,
       object: 'conversation',
@@ -70,37 +75,49 @@ export class ConversationsService {
     };
   }
 
-  async update(id: string, metadata: Record<string, string>): Promise<ConversationObject> {
+  async update(id: string, metadata: Record<string, string>, caller: Caller): Promise<ConversationObject> {
+    await this.get(id, caller);
     if (!(await this.backend.updateConversationMetadata(id, JSON.stringify(metadata)))) throw notFound(id);
-    return this.get(id);
+    return this.get(id, caller);
   }
 
-  async delete(id: string): Promise<void> {
+  async delete(id: string, caller: Caller): Promise<void> {
+    await this.get(id, caller);
     if (!(await this.backend.deleteConversation(id))) throw notFound(id);
   }
 
-  async listItems(id: string, page: PageRequest): Promise<{ data: InputItem[]; hasMore: boolean }> {
+  async listItems(
+    id: string,
+    page: PageRequest,
+    caller: Caller,
+  ): Promise<{ data: InputItem[]; hasMore: boolean }> {
+    await this.get(id, caller);
     const found = await this.backend.listConversationItems(id, page);
     if (!found) throw notFound(id);
     return { data: found.data.map((item) => JSON.parse(item.json) as InputItem), hasMore: found.hasMore };
   }
 
-  async addItems(id: string, items: z.output<typeof addItemsSchema>['items']): Promise<InputItem[]> {
+  async addItems(
+    id: string,
+    items: z.output<typeof addItemsSchema>['items'],
+    caller: Caller,
+  ): Promise<InputItem[]> {
+    await this.get(id, caller);
     const normalised = normaliseInput(items);
     if (!(await this.backend.appendConversationItems(id, toItems(normalised)))) throw notFound(id);
     return normalised;
   }
 
-  async getItem(id: string, itemId: string): Promise<InputItem> {
-    await this.get(id);
+  async getItem(id: string, itemId: string, caller: Caller): Promise<InputItem> {
+    await this.get(id, caller);
     const item = await this.backend.getConversationItem(id, itemId);
     if (!item)
       throw new NotFound(`No item '${itemId}' in conversation '${id}'.`, 'item_not_found', 'item_id');
     return JSON.parse(item.json) as InputItem;
   }
 
-  async deleteItem(id: string, itemId: string): Promise<ConversationObject> {
-    const conversation = await this.get(id);
+  async deleteItem(id: string, itemId: string, caller: Caller): Promise<ConversationObject> {
+    const conversation = await this.get(id, caller);
     if (!(await this.backend.deleteConversationItem(id, itemId))) {
       throw new NotFound(`No item '${itemId}' in conversation '${id}'.`, 'item_not_found', 'item_id');
     }

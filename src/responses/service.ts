@@ -10,6 +10,7 @@ import type { Store, StoredResponse } from '../storage/types.js';
 import { resolveContext } from './context.js';
 import { newId } from './ids.js';
 import { normaliseInput } from './input-items.js';
+import { type Caller, visibleTo } from './ownership.js';
 import type { CreateResponseRequest } from './request-schema.js';
 import { ResponseRun, type RunEnd } from './response-run.js';
 import { type ChatMessage, contextToMessages, toChatRequest } from './to-chat.js';
@@ -32,6 +33,8 @@ export interface CreateCall {
   receivedAt: number;
   /** The request's spans, when tracing is on and it is sampled. */
   trace?: RequestTrace | undefined;
+  /** The calling API key: it owns the response, and may only build on what it owns. */
+  caller: Caller;
 }
 
 export interface Terminal {
@@ -73,7 +76,7 @@ export class ResponsesService {
         'store',
         'invalid_value',
       );
-    const context = await resolveContext(this.store, request);
+    const context = await resolveContext(this.store, request, call.caller);
     const input = normaliseInput(request.input);
     const messages = contextToMessages(request.instructions, [...context.history, ...input]);
     const response = baseResponse(request, context.previousResponseId, context.conversationId, store);
@@ -99,6 +102,7 @@ export class ResponsesService {
       dispatch,
       store,
       conversationId: context.conversationId,
+      ownerKeyId: call.caller,
       resume: (dispatchRequest) => this.dispatcher.resumePlan(dispatchRequest, chatBody, call.resume),
       onUsage: call.onUsage,
     };
@@ -286,9 +290,10 @@ export class ResponsesService {
     }
   }
 
-  async retrieve(id: string): Promise<StoredResponse> {
+  /** A stored response the caller may see (404 otherwise). */
+  async retrieve(id: string, caller: Caller): Promise<StoredResponse> {
     const stored = this.store ? await this.store.getResponse(id) : undefined;
-    if (!stored)
+    if (!stored || !visibleTo(stored.ownerKeyId, caller))
       throw new NotFound(`No response found with id '${id}'.`, 'response_not_found', 'response_id');
     return stored;
   }
@@ -298,7 +303,8 @@ export class ResponsesService {
     return this.background.get(id)?.run;
   }
 
-  async delete(id: string): Promise<void> {
+  async delete(id: string, caller: Caller): Promise<void> {
+    await this.retrieve(id, caller);
     this.background.get(id)?.run.cancel();
     const deleted = this.store ? await this.store.deleteResponse(id) : false;
     if (!deleted)
@@ -306,8 +312,8 @@ export class ResponsesService {
   }
 
   /** Cancels a background response; returns its object once the cancellation is stored. */
-  async cancel(id: string): Promise<string> {
-    const stored = await this.retrieve(id);
+  async cancel(id: string, caller: Caller): Promise<string> {
+    const stored = await this.retrieve(id, caller);
     const object = JSON.parse(stored.json) as ResponseObject;
     if (!object.background) {
       throw new InvalidRequest('Only background responses can be cancelled.', 'response_id', 'invalid_value');
@@ -322,11 +328,11 @@ export class ResponsesService {
     // Running on another replica: it reads the request within its progress interval.
     const until = Date.now() + 10 * PROGRESS_INTERVAL_MS + 2_000;
     while (Date.now() < until) {
-      const now = await this.retrieve(id);
+      const now = await this.retrieve(id, caller);
       if (now.status !== 'queued' && now.status !== 'in_progress') return now.json;
       await new Promise((resolve) => setTimeout(resolve, PROGRESS_INTERVAL_MS / 2));
     }
-    return (await this.retrieve(id)).json;
+    return (await this.retrieve(id, caller)).json;
   }
 }
 
@@ -336,6 +342,8 @@ export interface PreparedResponse {
   dispatch: DispatchRequest;
   store: boolean;
   conversationId: string | null;
+  /** The API key that owns the response (null: made while the gateway ran open). */
+  ownerKeyId: Caller;
   /** How the stream may be resumed mid-stream (undefined: it may not). */
   resume: (dispatch: DispatchRequest) => ResumePlan | undefined;
   onUsage: CreateCall['onUsage'];
@@ -370,6 +378,7 @@ function record(
     inputItemsJson: JSON.stringify(prepared.input),
     eventsJson,
     cancelRequested: false,
+    ownerKeyId: prepared.ownerKeyId,
   };
 }
 

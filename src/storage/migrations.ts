@@ -70,6 +70,14 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
       ) STRICT;
     `,
   },
+  {
+    version: 3,
+    description: 'the API key that owns each response and conversation',
+    sql: `
+      ALTER TABLE responses ADD COLUMN owner_key_id TEXT;
+      ALTER TABLE conversations ADD COLUMN owner_key_id TEXT;
+    `,
+  },
 ];
 
 export const POSTGRES_MIGRATIONS: readonly Migration[] = [
@@ -126,6 +134,14 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
         prompt_tokens BIGINT NOT NULL DEFAULT 0,
         completion_tokens BIGINT NOT NULL DEFAULT 0
       );
+    `,
+  },
+  {
+    version: 3,
+    description: 'the API key that owns each response and conversation',
+    sql: `
+      ALTER TABLE responses ADD COLUMN owner_key_id TEXT;
+      ALTER TABLE conversations ADD COLUMN owner_key_id TEXT;
     `,
   },
 ];

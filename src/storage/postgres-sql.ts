@@ -13,12 +13,14 @@ export interface PostgresResponseRow {
   input_items_json: string;
   events_json: string | null;
   cancel_requested: boolean;
+  owner_key_id: string | null;
 }
 
 export interface PostgresConversationRow {
   id: string;
   created_at: string;
   metadata_json: string;
+  owner_key_id: string | null;
 }
 
 export interface PostgresItemRow {
@@ -48,19 +50,20 @@ export interface PostgresUsageRow {
 const KEY_COLUMNS = 'id, name, hash, prefix, models_json, rpm, tpm, budget_tokens, created_at';
 
 const RESPONSE_COLUMNS = `id, created_at, status, model, previous_response_id, conversation_id, json,
-  input_items_json, events_json, cancel_requested`;
+  input_items_json, events_json, cancel_requested, owner_key_id`;
 
 export const SQL = {
   insertResponse: `INSERT INTO responses (${RESPONSE_COLUMNS}, updated_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)`,
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
   updateResponse: `UPDATE responses SET json = $2, status = $3, updated_at = $4,
     events_json = CASE WHEN $5::boolean THEN $6::text ELSE events_json END
     WHERE id = $1`,
   getResponse: `SELECT ${RESPONSE_COLUMNS} FROM responses WHERE id = $1`,
   deleteResponse: 'DELETE FROM responses WHERE id = $1',
   requestCancel: 'UPDATE responses SET cancel_requested = TRUE, updated_at = $2 WHERE id = $1',
-  insertConversation: 'INSERT INTO conversations (id, created_at, metadata_json) VALUES ($1, $2, $3)',
-  getConversation: 'SELECT id, created_at, metadata_json FROM conversations WHERE id = $1',
+  insertConversation:
+    'INSERT INTO conversations (id, created_at, metadata_json, owner_key_id) VALUES ($1, $2, $3, $4)',
+  getConversation: 'SELECT id, created_at, metadata_json, owner_key_id FROM conversations WHERE id = $1',
   updateConversationMetadata: 'UPDATE conversations SET metadata_json = $2 WHERE id = $1',
   deleteConversation: 'DELETE FROM conversations WHERE id = $1',
   conversationExists: 'SELECT 1 FROM conversations WHERE id = $1',

@@ -87,6 +87,7 @@ export class PostgresStore implements Store, KeyStore {
       response.inputItemsJson,
       response.eventsJson,
       response.cancelRequested,
+      response.ownerKeyId,
       Date.now(),
     ]);
   }
@@ -112,8 +113,8 @@ export class PostgresStore implements Store, KeyStore {
 
   async insertConversation(conversation: StoredConversation, items: readonly StoredItem[]): Promise<void> {
     await this.transaction('insertConversation', async (client) => {
-      const { id, createdAt, metadataJson } = conversation;
-      await client.query(SQL.insertConversation, [id, createdAt, metadataJson]);
+      const { id, createdAt, metadataJson, ownerKeyId } = conversation;
+      await client.query(SQL.insertConversation, [id, createdAt, metadataJson, ownerKeyId]);
       if (items.length > 0) await client.query(SQL.appendItems, appendValues(id, items));
     });
   }
@@ -121,7 +122,14 @@ export class PostgresStore implements Store, KeyStore {
   async getConversation(id: string): Promise<StoredConversation | undefined> {
     const { rows } = await this.query<PostgresConversationRow>('getConversation', SQL.getConversation, [id]);
     const row = rows[0];
-    return row && { id: row.id, createdAt: Number(row.created_at), metadataJson: row.metadata_json };
+    return (
+      row && {
+        id: row.id,
+        createdAt: Number(row.created_at),
+        metadataJson: row.metadata_json,
+        ownerKeyId: row.owner_key_id,
+      }
+    );
   }
 
   async updateConversationMetadata(id: string, metadataJson: string): Promise<boolean> {
@@ -288,6 +296,7 @@ function toStoredResponse(row: PostgresResponseRow): StoredResponse {
     inputItemsJson: row.input_items_json,
     eventsJson: row.events_json,
     cancelRequested: row.cancel_requested,
+    ownerKeyId: row.owner_key_id,
   };
 }
 

@@ -13,12 +13,14 @@ export interface SqliteResponseRow {
   input_items_json: string;
   events_json: string | null;
   cancel_requested: number;
+  owner_key_id: string | null;
 }
 
 export interface SqliteConversationRow {
   id: string;
   created_at: number;
   metadata_json: string;
+  owner_key_id: string | null;
 }
 
 export interface SqliteItemRow {
@@ -74,6 +76,7 @@ interface ResponseParams {
   inputItemsJson: string;
   eventsJson: string | null;
   cancelRequested: number;
+  ownerKeyId: string | null;
   updatedAt: number;
 }
 
@@ -94,7 +97,7 @@ interface ItemParams {
 }
 
 const RESPONSE_COLUMNS = `id, created_at, status, model, previous_response_id, conversation_id, json,
-  input_items_json, events_json, cancel_requested`;
+  input_items_json, events_json, cancel_requested, owner_key_id`;
 
 const KEY_COLUMNS = 'id, name, hash, prefix, models_json, rpm, tpm, budget_tokens, created_at';
 
@@ -103,7 +106,7 @@ export function prepareSqliteStatements(db: Database.Database) {
   return {
     insertResponse: db.prepare<ResponseParams>(
       `INSERT INTO responses (${RESPONSE_COLUMNS}, updated_at) VALUES (@id, @createdAt, @status, @model,
-        @previousResponseId, @conversationId, @json, @inputItemsJson, @eventsJson, @cancelRequested, @updatedAt)`,
+        @previousResponseId, @conversationId, @json, @inputItemsJson, @eventsJson, @cancelRequested, @ownerKeyId, @updatedAt)`,
     ),
     updateResponse: db.prepare<ResponseUpdateParams>(
       `UPDATE responses SET json = @json, status = @status, updated_at = @updatedAt,
@@ -117,11 +120,11 @@ export function prepareSqliteStatements(db: Database.Database) {
     requestCancel: db.prepare<[number, string]>(
       'UPDATE responses SET cancel_requested = 1, updated_at = ? WHERE id = ?',
     ),
-    insertConversation: db.prepare<[string, number, string]>(
-      'INSERT INTO conversations (id, created_at, metadata_json) VALUES (?, ?, ?)',
+    insertConversation: db.prepare<[string, number, string, string | null]>(
+      'INSERT INTO conversations (id, created_at, metadata_json, owner_key_id) VALUES (?, ?, ?, ?)',
     ),
     getConversation: db.prepare<[string], SqliteConversationRow>(
-      'SELECT id, created_at, metadata_json FROM conversations WHERE id = ?',
+      'SELECT id, created_at, metadata_json, owner_key_id FROM conversations WHERE id = ?',
     ),
     updateConversationMetadata: db.prepare<[string, string]>(
       'UPDATE conversations SET metadata_json = ? WHERE id = ?',

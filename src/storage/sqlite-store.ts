@@ -120,7 +120,14 @@ export class SqliteStore implements Store, KeyStore {
   async getConversation(id: string): Promise<StoredConversation | undefined> {
     return this.withPrepared('getConversation', ({ statements }) => {
       const row = statements.getConversation.get(id);
-      return row && { id: row.id, createdAt: row.created_at, metadataJson: row.metadata_json };
+      return (
+        row && {
+          id: row.id,
+          createdAt: row.created_at,
+          metadataJson: row.metadata_json,
+          ownerKeyId: row.owner_key_id,
+        }
+      );
     });
   }
 
@@ -241,7 +248,12 @@ function prepare(db: Database.Database) {
   return {
     statements,
     insertConversation: db.transaction((conversation: StoredConversation, items: readonly StoredItem[]) => {
-      statements.insertConversation.run(conversation.id, conversation.createdAt, conversation.metadataJson);
+      statements.insertConversation.run(
+        conversation.id,
+        conversation.createdAt,
+        conversation.metadataJson,
+        conversation.ownerKeyId,
+      );
       insertItems(statements, conversation.id, 0, items);
     }),
     // Immediate: the write lock is taken before reading MAX(seq), so another process cannot interleave.
@@ -293,6 +305,7 @@ function toStoredResponse(row: SqliteResponseRow): StoredResponse {
     inputItemsJson: row.input_items_json,
     eventsJson: row.events_json,
     cancelRequested: row.cancel_requested !== 0,
+    ownerKeyId: row.owner_key_id,
   };
 }
 

@@ -23,6 +23,8 @@ export interface StoredResponse {
   eventsJson: string | null;
   /** Set by a cancel request; a background run polls it (possibly from another replica). */
   cancelRequested: boolean;
+  /** The API key that created it; null when made while the gateway ran open (visible to every caller). */
+  ownerKeyId: string | null;
 }
 
 export interface StoredConversation {
@@ -31,6 +33,8 @@ export interface StoredConversation {
   createdAt: number;
   /** JSON text of the metadata object. */
   metadataJson: string;
+  /** The API key that created it; null when made while the gateway ran open (visible to every caller). */
+  ownerKeyId: string | null;
 }
 
 export interface StoredItem {

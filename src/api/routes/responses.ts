@@ -6,6 +6,7 @@ import { createResponseSchema } from '../../responses/request-schema.js';
 import type { ResponseRun } from '../../responses/response-run.js';
 import type { Terminal } from '../../responses/service.js';
 import type { InputItem } from '../../responses/types.js';
+import { admitCaller, callerOf } from '../caller.js';
 import type { GatewayContext } from '../context.js';
 import { toSluiceError } from '../error-handler.js';
 import { headerForwarder } from '../forwarded-headers.js';
@@ -97,6 +98,7 @@ export function responseRoutes(ctx: GatewayContext) {
         signal: controller.signal,
         receivedAt: performance.now(),
         trace,
+        caller: grant?.key.id ?? null,
       });
       trace?.response({ id: prepared.response.id, model: prepared.response.model });
       if (body.background) {
@@ -148,12 +150,13 @@ export function responseRoutes(ctx: GatewayContext) {
     // Reading and deleting stored responses needs a key too (when keys exist), but costs no tokens.
     app.addHook('preHandler', async (request, reply) => {
       if (request.method !== 'POST' || request.url !== '/v1/responses')
-        await ctx.access.admit(request, reply, undefined, false);
+        await admitCaller(ctx, request, reply);
     });
     app.post('/v1/responses', create);
 
     app.get('/v1/responses/:id', async (request: IdRequest, reply) => {
       const { id } = request.params;
+      const stored = await service.retrieve(id, callerOf(request));
       if (request.query.stream === 'true') {
         const startingAfter = Number(request.query.starting_after ?? -1);
         const live = service.liveRun(id);
@@ -162,7 +165,6 @@ export function responseRoutes(ctx: GatewayContext) {
           await watch(reply, live, Number.isFinite(startingAfter) ? startingAfter : -1);
           return;
         }
-        const stored = await service.retrieve(id);
         startSse(reply, request.id);
         const writer = sseEventWriter(reply.raw);
         const events = stored.eventsJson
@@ -174,21 +176,20 @@ export function responseRoutes(ctx: GatewayContext) {
         if (!reply.raw.writableEnded) reply.raw.end();
         return;
       }
-      const stored = await service.retrieve(id);
       reply.type('application/json').send(stored.json);
     });
 
     app.delete('/v1/responses/:id', async (request: IdRequest) => {
-      await service.delete(request.params.id);
+      await service.delete(request.params.id, callerOf(request));
       return { id: request.params.id, object: 'response.deleted', deleted: true };
     });
 
     app.post('/v1/responses/:id/cancel', async (request: IdRequest, reply) => {
-      reply.type('application/json').send(await service.cancel(request.params.id));
+      reply.type('application/json').send(await service.cancel(request.params.id, callerOf(request)));
     });
 
     app.get('/v1/responses/:id/input_items', async (request: IdRequest) => {
-      const stored = await service.retrieve(request.params.id);
+      const stored = await service.retrieve(request.params.id, callerOf(request));
       const items = JSON.parse(stored.inputItemsJson) as InputItem[];
       return listObject(pageOf(items, pageRequest(request.query)));
     });
