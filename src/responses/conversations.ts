@@ -76,9 +76,9 @@ export class ConversationsService {
   }
 
   async update(id: string, metadata: Record<string, string>, caller: Caller): Promise<ConversationObject> {
-    await this.get(id, caller);
+    const conversation = await this.get(id, caller);
     if (!(await this.backend.updateConversationMetadata(id, JSON.stringify(metadata)))) throw notFound(id);
-    return this.get(id, caller);
+    return { ...conversation, metadata };
   }
 
   async delete(id: string, caller: Caller): Promise<void> {

@@ -14,6 +14,16 @@ export interface Migration {
   sql: string;
 }
 
+/** Version 3 is the same SQL in both dialects. */
+const OWNERS_MIGRATION: Migration = {
+  version: 3,
+  description: 'the API key that owns each response and conversation',
+  sql: `
+    ALTER TABLE responses ADD COLUMN owner_key_id TEXT;
+    ALTER TABLE conversations ADD COLUMN owner_key_id TEXT;
+  `,
+};
+
 export const SQLITE_MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
@@ -70,14 +80,7 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
       ) STRICT;
     `,
   },
-  {
-    version: 3,
-    description: 'the API key that owns each response and conversation',
-    sql: `
-      ALTER TABLE responses ADD COLUMN owner_key_id TEXT;
-      ALTER TABLE conversations ADD COLUMN owner_key_id TEXT;
-    `,
-  },
+  OWNERS_MIGRATION,
 ];
 
 export const POSTGRES_MIGRATIONS: readonly Migration[] = [
@@ -136,14 +139,7 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
       );
     `,
   },
-  {
-    version: 3,
-    description: 'the API key that owns each response and conversation',
-    sql: `
-      ALTER TABLE responses ADD COLUMN owner_key_id TEXT;
-      ALTER TABLE conversations ADD COLUMN owner_key_id TEXT;
-    `,
-  },
+  OWNERS_MIGRATION,
 ];
 
 const CREATE_SCHEMA_MIGRATIONS = `
