@@ -57,3 +57,101 @@ describe('parseSseFields', () => {
     expect(parseSseFields(Buffer.from('id: 7\nretry: 10\ndata: z\n\n')).data).toBe('z');
   });
 });
+
+describe('SseSplitter is linear and bounded', () => {
+  /** The reference: the grammar read off the whole text with a regular expression. */
+  const whole = (text: string): string[] => {
+    const events: string[] = [];
+    const terminator = /\r\n|\r|\n/g;
+    let start = 0;
+    let lineStart = 0;
+    let afterTerminator = false;
+    for (let m = terminator.exec(text); m; m = terminator.exec(text)) {
+      const end = m.index + m[0].length;
+      if (m.index === lineStart && afterTerminator) {
+        events.push(text.slice(start, end));
+        start = end;
+        afterTerminator = false;
+      } else afterTerminator = true;
+      lineStart = end;
+    }
+    return events;
+  };
+
+  it('gives the same events however the bytes are cut (mixed terminators, 300 random cuts)', () => {
+    const terminators = ['\n\n', '\r\n\r\n', '\r\r', '\n\r\n', '\r\n\n'];
+    let seed = 7;
+    const random = () => {
+      seed = (seed * 1103515245 + 12345) % 2 ** 31;
+      return seed / 2 ** 31;
+    };
+    for (let round = 0; round < 300; round++) {
+      let text = '';
+      const count = 1 + Math.floor(random() * 6);
+      for (let e = 0; e < count; e++) {
+        const lines = 1 + Math.floor(random() * 3);
+        for (let l = 0; l < lines; l++)
+          text += `data: ${'x'.repeat(Math.floor(random() * 5))}${l < lines - 1 ? (random() < 0.5 ? '\n' : '\r\n') : ''}`;
+        text += terminators[Math.floor(random() * terminators.length)];
+      }
+      text += 'data: tail';
+      const cuts: string[] = [];
+      let rest = text;
+      while (rest.length > 0) {
+        const n = 1 + Math.floor(random() * 4);
+        cuts.push(rest.slice(0, n));
+        rest = rest.slice(n);
+      }
+      const chunked = split(cuts);
+      expect(chunked.events).toEqual(whole(text));
+      expect(`${chunked.events.join('')}data: tail`).toBe(text);
+      expect(chunked.buffered).toBe('data: tail'.length);
+    }
+  });
+
+  it('stops at an event that never ends, without growing past its bound', () => {
+    const splitter = new SseSplitter(64 * 1024);
+    const piece = Buffer.alloc(1024, 0x61);
+    let reads = 0;
+    while (!splitter.overflowed && reads < 1000) {
+      splitter.push(piece, () => {});
+      reads++;
+      expect(splitter.bufferedBytes).toBeLessThanOrEqual(64 * 1024);
+    }
+    expect(splitter.overflowed).toBe(true);
+    expect(reads).toBe(65);
+    expect(splitter.push(Buffer.from('\n\n'), () => {})).toHaveLength(0);
+  });
+
+  it('stops at a whole event larger than its bound, after the events before it', () => {
+    const splitter = new SseSplitter(16);
+    const events: string[] = [];
+    const region = splitter.push(Buffer.from(`data: ok\n\ndata: ${'y'.repeat(20)}\n\ndata: z\n\n`), (raw) =>
+      events.push(raw.toString()),
+    );
+    expect(events).toEqual(['data: ok\n\n']);
+    expect(region.toString()).toBe('data: ok\n\n');
+    expect(splitter.overflowed).toBe(true);
+  });
+
+  it('scans an endless line once: 8 MiB in 1 KiB reads under a 16 MiB bound costs about one pass', () => {
+    // Counted, not timed: the bytes held are never joined or rescanned before the event ends.
+    const splitter = new SseSplitter(16 * 1024 * 1024);
+    const piece = Buffer.alloc(1024, 0x62);
+    const concat = Buffer.concat;
+    let joined = 0;
+    Buffer.concat = ((list: readonly Uint8Array[], total?: number) => {
+      joined += total ?? list.reduce((n, b) => n + b.length, 0);
+      return concat(list, total);
+    }) as typeof Buffer.concat;
+    try {
+      for (let i = 0; i < 8192; i++) splitter.push(piece, () => {});
+      const events: string[] = [];
+      splitter.push(Buffer.from('\n\n'), (raw) => events.push(raw.subarray(-4).toString()));
+      expect(events).toEqual(['bb\n\n']);
+    } finally {
+      Buffer.concat = concat;
+    }
+    expect(joined).toBeLessThanOrEqual(8 * 1024 * 1024 + 2);
+  });
+});

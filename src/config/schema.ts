@@ -132,6 +132,21 @@ export const configSchema = z.strictObject({
     .partial()
     .transform((t) => ({ headersMs: 60_000, idleMs: 60_000, deadlineMs: 30 * 60_000, ...t }))
     .prefault({}),
+  /**
+   * Bounds on what the gateway holds of an engine's answer. Past one, the request fails with a
+   * typed error (`upstream_event_too_large`, `upstream_preamble_too_large`,
+   * `upstream_body_too_large`) and the upstream request is aborted.
+   */
+  limits: z
+    .strictObject({
+      /** One SSE event (a line without its end is held until this many bytes). */
+      maxEventBytes: positiveInt.default(1024 * 1024),
+      /** What a stream may send before its first output chunk (role chunks, comments...). */
+      maxPrefaceBytes: positiveInt.default(1024 * 1024),
+      /** A non-streaming answer's body. */
+      maxBodyBytes: positiveInt.default(64 * 1024 * 1024),
+    })
+    .prefault({}),
   /** Mid-stream resume, off unless a model (or a request's X-Sluice-Resume header) turns it on. */
   resume: resumeSchema
     .partial()

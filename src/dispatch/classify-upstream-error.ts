@@ -1,17 +1,21 @@
 import { isSluiceError, type SluiceError } from '../errors/base.js';
 import { ClientDisconnected, InternalError } from '../errors/http-errors.js';
 import {
+  EngineFinishFailure,
   MalformedChunk,
   RequestStreamClosed,
   StreamIdleTimeout,
   UpstreamErrorFrame,
+  UpstreamLimitExceeded,
   UpstreamReadError,
 } from '../errors/stream-errors.js';
 import {
+  UpstreamAuthRejected,
   UpstreamBadResponse,
   UpstreamConnectError,
   UpstreamHeadersTimeout,
   UpstreamHttpError,
+  UpstreamUnexpectedStatus,
 } from '../errors/upstream-errors.js';
 import type { AttemptOutcome } from './attempt.js';
 
@@ -72,7 +76,11 @@ export function outcomeOf(err: SluiceError): AttemptOutcome {
     err instanceof RequestStreamClosed ||
     err instanceof StreamIdleTimeout ||
     err instanceof MalformedChunk ||
-    err instanceof UpstreamReadError
+    err instanceof UpstreamReadError ||
+    err instanceof EngineFinishFailure ||
+    err instanceof UpstreamAuthRejected ||
+    err instanceof UpstreamUnexpectedStatus ||
+    (err instanceof UpstreamLimitExceeded && err.what !== 'body')
   ) {
     return 'worker_failure';
   }

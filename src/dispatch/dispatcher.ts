@@ -3,8 +3,14 @@ import type { ModelSettings } from '../config/model-settings.js';
 import type { SluiceConfig, Timeouts } from '../config/schema.js';
 import { isSluiceError, type SluiceError } from '../errors/base.js';
 import { ClientDisconnected, ModelNotFound, NoWorkerAvailable, QueueFull } from '../errors/http-errors.js';
-import { InvalidDataParallelRank, StreamDeadlineExceeded } from '../errors/stream-errors.js';
-import { UpstreamBadResponse, UpstreamHttpError } from '../errors/upstream-errors.js';
+import {
+  EngineFinishFailure,
+  InvalidDataParallelRank,
+  NORMAL_FINISH_REASONS,
+  StreamDeadlineExceeded,
+  UpstreamLimitExceeded,
+} from '../errors/stream-errors.js';
+import { UpstreamBadResponse, upstreamStatusError } from '../errors/upstream-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { ApiName, GatewayMetrics } from '../observability/metrics.js';
 import type { RequestTrace, RoutingTrace } from '../observability/tracing.js';
@@ -99,6 +105,8 @@ export class Dispatcher {
         idleMs: timeouts.idleMs,
         deadlineMs: timeouts.deadlineMs - (performance.now() - req.receivedAt),
         totalDeadlineMs: timeouts.deadlineMs,
+        maxEventBytes: this.config.limits.maxEventBytes,
+        maxPrefaceBytes: this.config.limits.maxPrefaceBytes,
         abortUpstream: (reason) => attempt.controller.abort(reason),
         onGap: (seconds) => itl.observe(seconds),
       });
@@ -159,10 +167,16 @@ export class Dispatcher {
       );
       try {
         const response = await this.send(req, attempt, remaining);
+        const limit = this.config.limits.maxBodyBytes;
         let body: Buffer;
         try {
-          body = Buffer.from(await response.body.arrayBuffer());
+          body = await readBounded(response, limit);
         } catch (err) {
+          if (err instanceof BodyTooLarge) {
+            const error = new UpstreamLimitExceeded(attempt.requestId, 'body', limit);
+            attempt.controller.abort(error);
+            throw error;
+          }
           throw classifyRequestError(err, attempt.signal, attempt.worker.id, remaining);
         }
         let json: unknown;
@@ -176,6 +190,8 @@ export class Dispatcher {
         }
         const frame = errorFrameFrom(json);
         if (frame) throw frame;
+        const failedFinish = failedFinishOf(json as Record<string, unknown>, attempt.requestId);
+        if (failedFinish) throw failedFinish;
         const contentType = String(response.headers['content-type'] ?? 'application/json');
         attempt.release('success');
         return {
@@ -359,15 +375,10 @@ export class Dispatcher {
       throw classifyRequestError(err, attempt.signal, worker.id, headersTimeoutMs);
     }
     attempt.span?.responded(response.statusCode);
+    // Only a 200 is an answer: a 201 or a 3xx taken as success would hand the client an error body.
     if (response.statusCode !== 200) {
       const body = await readLimited(response.body, ERROR_BODY_LIMIT);
-      const contentType = response.headers['content-type'];
-      throw new UpstreamHttpError(
-        worker.id,
-        response.statusCode,
-        body,
-        typeof contentType === 'string' ? contentType : undefined,
-      );
+      throw upstreamStatusError(worker.id, response.statusCode, body, response.headers);
     }
     return response;
   }
@@ -390,6 +401,44 @@ async function readLimited(body: UndiciDispatcher.ResponseData['body'], limit: n
     // the body broke off; what arrived is enough to report
   }
   return Buffer.concat(parts).subarray(0, limit);
+}
+
+/** Thrown by readBounded past its limit. */
+class BodyTooLarge extends Error {}
+
+/** Reads a whole body, refusing (before buffering it) one larger than `limit` bytes. */
+async function readBounded(response: UndiciDispatcher.ResponseData, limit: number): Promise<Buffer> {
+  const declared = Number(response.headers['content-length']);
+  if (Number.isFinite(declared) && declared > limit) {
+    response.body.destroy();
+    throw new BodyTooLarge();
+  }
+  const parts: Buffer[] = [];
+  let size = 0;
+  for await (const chunk of response.body) {
+    const buf = chunk as Buffer;
+    size += buf.length;
+    if (size > limit) {
+      response.body.destroy();
+      throw new BodyTooLarge();
+    }
+    parts.push(buf);
+  }
+  return Buffer.concat(parts, size);
+}
+
+/** A non-streaming answer whose choice ended with an abort, an error or no known finish reason. */
+function failedFinishOf(json: Record<string, unknown>, requestId: string): EngineFinishFailure | undefined {
+  const choices = json.choices;
+  if (!Array.isArray(choices)) return undefined;
+  for (const choice of choices) {
+    const reason = (choice as { finish_reason?: unknown } | null)?.finish_reason;
+    if (reason === null || reason === undefined) continue;
+    if (typeof reason !== 'string' || !NORMAL_FINISH_REASONS.has(reason)) {
+      return new EngineFinishFailure(requestId, reason);
+    }
+  }
+  return undefined;
 }
 
 function untilReadyOrAborted(ready: Promise<void>, signal: AbortSignal): Promise<void> {

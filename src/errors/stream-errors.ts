@@ -12,6 +12,8 @@ export const STREAM_FAILURE_REASONS = [
   'deadline',
   'read_error',
   'gateway_error',
+  'engine_abort',
+  'limit_exceeded',
 ] as const;
 export type StreamFailureReason = (typeof STREAM_FAILURE_REASONS)[number];
 
@@ -88,6 +90,95 @@ export class UpstreamReadError extends StreamError {
     detail: string,
   ) {
     super(`Reading the engine response for request ${requestId} failed: ${detail}`);
+  }
+}
+
+/** The finish reasons that end a choice normally; anything else an engine sends is a failure. */
+export const NORMAL_FINISH_REASONS: ReadonlySet<string> = new Set([
+  'stop',
+  'length',
+  'tool_calls',
+  'content_filter',
+  'function_call',
+]);
+
+/**
+ * The engine ended a choice with a finish reason that is not a normal ending: vLLM's `abort`
+ * (its code 2: the engine aborted the request) and `error` (code 3: the request failed inside
+ * the engine), or a value that is no finish reason at all (an object, a number, an unknown
+ * string). Never relayed as an ending: it is a failure of the engine, worth another worker.
+ */
+export class EngineFinishFailure extends StreamError {
+  readonly code: 'engine_aborted' | 'engine_error' | 'invalid_finish_reason';
+  readonly retryable = true;
+  readonly reason = 'engine_abort' as const;
+  constructor(
+    readonly requestId: string,
+    readonly finishReason: unknown,
+  ) {
+    const shown = describeValue(finishReason);
+    super(
+      finishReason === 'abort'
+        ? `The engine aborted request ${requestId} (finish_reason "abort").`
+        : finishReason === 'error'
+          ? `The engine failed request ${requestId} (finish_reason "error").`
+          : `The engine ended request ${requestId} with an unknown finish_reason ${shown}.`,
+    );
+    this.code =
+      finishReason === 'abort'
+        ? 'engine_aborted'
+        : finishReason === 'error'
+          ? 'engine_error'
+          : 'invalid_finish_reason';
+  }
+  override details(): Record<string, unknown> {
+    return { finish_reason: describeValue(this.finishReason) };
+  }
+}
+
+/** A short, bounded rendering of a value an engine sent, for messages and logs. */
+function describeValue(value: unknown): string {
+  let text: string;
+  try {
+    text = JSON.stringify(value) ?? String(value);
+  } catch {
+    text = String(value);
+  }
+  return text.length > 80 ? `${text.slice(0, 77)}...` : text;
+}
+
+/**
+ * One of the gateway's bounds on what it holds of an upstream answer was passed: one SSE event
+ * (a line without its end), what is buffered before the first output chunk, or a non-streaming
+ * body. The upstream request is aborted; nothing past the bound is kept.
+ */
+export class UpstreamLimitExceeded extends StreamError {
+  readonly code: 'upstream_event_too_large' | 'upstream_preamble_too_large' | 'upstream_body_too_large';
+  readonly retryable: boolean;
+  readonly reason = 'limit_exceeded' as const;
+  constructor(
+    readonly requestId: string,
+    readonly what: 'event' | 'preamble' | 'body',
+    readonly limitBytes: number,
+  ) {
+    super(
+      what === 'event'
+        ? `The engine sent an SSE event larger than ${limitBytes} bytes for request ${requestId}.`
+        : what === 'preamble'
+          ? `The engine sent more than ${limitBytes} bytes without any output for request ${requestId}.`
+          : `The engine's answer to request ${requestId} is larger than ${limitBytes} bytes.`,
+    );
+    this.code =
+      what === 'event'
+        ? 'upstream_event_too_large'
+        : what === 'preamble'
+          ? 'upstream_preamble_too_large'
+          : 'upstream_body_too_large';
+    // Bytes without output are the engine misbehaving; an oversized answer would be the same elsewhere.
+    this.retryable = what === 'preamble';
+  }
+  override details(): Record<string, unknown> {
+    return { limit_bytes: this.limitBytes };
   }
 }
 

@@ -28,6 +28,48 @@ export class UpstreamHeadersTimeout extends SluiceError {
   }
 }
 
+/**
+ * What an engine's HTTP status other than 200 means. Only a 200 is success: a 1xx/2xx/3xx is an
+ * engine (or proxy) that does not speak the protocol, and an engine's 401/403/407 is the
+ * gateway's own configuration (the worker's `apiKey`), never the client's. Both are 502s that no
+ * client SDK can take for an answer; the rest is an UpstreamHttpError.
+ */
+export function upstreamStatusError(
+  workerId: string,
+  status: number,
+  body: Buffer,
+  headers: Record<string, string | string[] | undefined>,
+): SluiceError {
+  if (status === 401 || status === 403 || status === 407)
+    return new UpstreamAuthRejected(workerId, status, body);
+  if (status < 400) return new UpstreamUnexpectedStatus(workerId, status);
+  const contentType = headers['content-type'];
+  return new UpstreamHttpError(
+    workerId,
+    status,
+    body,
+    typeof contentType === 'string' ? contentType : undefined,
+    retryAfterSeconds(headers['retry-after']),
+  );
+}
+
+/**
+ * An engine's `Retry-After` (seconds or an HTTP date) as whole seconds in [1, 3600], or
+ * undefined when it sent none that can be read.
+ */
+export function retryAfterSeconds(header: string | string[] | undefined): number | undefined {
+  const value = (Array.isArray(header) ? header[0] : header)?.trim();
+  if (value === undefined || value === '') return undefined;
+  let seconds: number;
+  if (/^\d+$/.test(value)) seconds = Number(value);
+  else {
+    const at = Date.parse(value);
+    if (Number.isNaN(at)) return undefined;
+    seconds = Math.ceil((at - Date.now()) / 1000);
+  }
+  return Math.min(3600, Math.max(1, seconds));
+}
+
 /** The engine answered with an HTTP error status. 429 and 5xx are retryable elsewhere. */
 export class UpstreamHttpError extends SluiceError {
   readonly code = 'upstream_http_error';
@@ -40,11 +82,15 @@ export class UpstreamHttpError extends SluiceError {
     readonly upstreamStatus: number,
     readonly body: Buffer,
     readonly contentType: string | undefined,
+    /** The engine's Retry-After, in seconds (429 and 503). */
+    readonly retryAfter?: number | undefined,
   ) {
     super(`Worker ${workerId} answered HTTP ${upstreamStatus}.`);
     this.retryable = upstreamStatus === 429 || upstreamStatus >= 500;
-    // An engine's 5xx is a bad gateway from the client's side; its 4xx and 429 are the client's answer.
-    this.status = upstreamStatus >= 500 ? 502 : upstreamStatus;
+    // An engine's 503 (overloaded, loading, asleep) and 429 reach the client as such, with the
+    // engine's Retry-After; its other 5xx are a bad gateway; its other 4xx are the client's answer.
+    this.status =
+      upstreamStatus === 503 || upstreamStatus === 429 || upstreamStatus < 500 ? upstreamStatus : 502;
     const upstream = parseEngineError(body);
     if (upstream.message)
       this.message = `Worker ${workerId} answered HTTP ${upstreamStatus}: ${upstream.message}`;
@@ -53,18 +99,60 @@ export class UpstreamHttpError extends SluiceError {
     this.type =
       upstreamStatus === 429
         ? 'rate_limit_error'
-        : upstreamStatus >= 500
-          ? 'server_error'
-          : upstreamStatus === 404
-            ? 'not_found_error'
-            : 'invalid_request_error';
+        : upstreamStatus === 503
+          ? 'service_unavailable_error'
+          : upstreamStatus >= 500
+            ? 'server_error'
+            : upstreamStatus === 404
+              ? 'not_found_error'
+              : 'invalid_request_error';
   }
   private readonly upstream: ReturnType<typeof parseEngineError>;
   override headers(): Record<string, string> {
-    return this.upstreamStatus === 429 ? { 'retry-after': this.upstream.retryAfter ?? '1' } : {};
+    return this.upstreamStatus === 429 || this.upstreamStatus === 503
+      ? { 'retry-after': String(this.retryAfter ?? 1) }
+      : {};
   }
   override details(): Record<string, unknown> {
     return { upstream_status: this.upstreamStatus, upstream_code: this.upstream.code };
+  }
+}
+
+/** The engine refused the gateway's credentials (401/403/407): a configuration problem of the gateway. */
+export class UpstreamAuthRejected extends SluiceError {
+  readonly code = 'upstream_auth_failed';
+  /** Another worker may hold the right key. */
+  readonly retryable = true;
+  override readonly status = 502;
+  constructor(
+    readonly workerId: string,
+    readonly upstreamStatus: number,
+    body: Buffer,
+  ) {
+    super(
+      `Worker ${workerId} refused the gateway's credentials (HTTP ${upstreamStatus}); check the worker's apiKey in the gateway's configuration.`,
+    );
+    const upstream = parseEngineError(body);
+    if (upstream.message) this.message += ` The engine said: ${upstream.message}`;
+  }
+  override details(): Record<string, unknown> {
+    return { upstream_status: this.upstreamStatus };
+  }
+}
+
+/** The engine answered a status that is neither 200 nor an error (1xx, 201-299, 3xx). */
+export class UpstreamUnexpectedStatus extends SluiceError {
+  readonly code = 'upstream_unexpected_status';
+  readonly retryable = true;
+  override readonly status = 502;
+  constructor(
+    readonly workerId: string,
+    readonly upstreamStatus: number,
+  ) {
+    super(`Worker ${workerId} answered HTTP ${upstreamStatus}, not 200: it is not an answer.`);
+  }
+  override details(): Record<string, unknown> {
+    return { upstream_status: this.upstreamStatus };
   }
 }
 
@@ -73,9 +161,8 @@ function parseEngineError(body: Buffer): {
   message: string | undefined;
   param: string | null;
   code: string | number | null;
-  retryAfter: string | undefined;
 } {
-  const empty = { message: undefined, param: null, code: null, retryAfter: undefined };
+  const empty = { message: undefined, param: null, code: null };
   let parsed: unknown;
   try {
     parsed = JSON.parse(body.toString('utf8'));
@@ -93,7 +180,6 @@ function parseEngineError(body: Buffer): {
     message: typeof fields.message === 'string' ? fields.message : undefined,
     param: typeof fields.param === 'string' ? fields.param : null,
     code: typeof fields.code === 'string' || typeof fields.code === 'number' ? fields.code : null,
-    retryAfter: undefined,
   };
 }
 

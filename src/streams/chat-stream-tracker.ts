@@ -1,5 +1,7 @@
 import {
+  EngineFinishFailure,
   MalformedChunk,
+  NORMAL_FINISH_REASONS,
   RequestStreamClosed,
   type StreamError,
   type UpstreamErrorFrame,
@@ -17,7 +19,7 @@ export interface Usage {
 interface ChunkChoice {
   index?: unknown;
   finish_reason?: unknown;
-  delta?: { content?: unknown; reasoning_content?: unknown; tool_calls?: unknown };
+  delta?: { content?: unknown; reasoning_content?: unknown; reasoning?: unknown; tool_calls?: unknown };
   text?: unknown;
 }
 
@@ -28,18 +30,33 @@ export interface ParsedChunk {
 }
 
 /**
- * Whether a chunk carries output: text, reasoning, a tool call, or a finish. The opening
- * role-only chunk that engines send before prefill does not: it proves nothing about generation.
+ * Whether a chunk carries output: text, reasoning, a tool call, a finish or the usage. The
+ * opening role-only chunk that engines send before prefill does not: it proves nothing about
+ * generation.
  */
 export function carriesOutput(chunk: ParsedChunk): boolean {
   if (chunk.usage) return true;
-  for (const choice of chunk.choices ?? []) {
+  return isProgress(chunk);
+}
+
+/**
+ * Whether a chunk is progress of generation, the only thing that resets the idle timer: a
+ * token of text, reasoning or a tool call, or a finish. Keep-alives are not (SSE comments,
+ * `choices: []`, role-only chunks, a usage chunk repeated): an engine that sends only those is
+ * stalled, whatever it writes.
+ */
+export function isProgress(chunk: ParsedChunk): boolean {
+  const choices = chunk.choices;
+  if (!Array.isArray(choices)) return false;
+  for (const choice of choices) {
+    if (typeof choice !== 'object' || choice === null) continue;
     if (choice.finish_reason !== null && choice.finish_reason !== undefined) return true;
     if (typeof choice.text === 'string' && choice.text.length > 0) return true;
     const delta = choice.delta;
     if (!delta) continue;
     if (typeof delta.content === 'string' && delta.content.length > 0) return true;
     if (typeof delta.reasoning_content === 'string' && delta.reasoning_content.length > 0) return true;
+    if (typeof delta.reasoning === 'string' && delta.reasoning.length > 0) return true;
     if (Array.isArray(delta.tool_calls) && delta.tool_calls.length > 0) return true;
   }
   return false;
@@ -100,10 +117,17 @@ export class ChatStreamTracker {
         return { kind: 'error', error: new MalformedChunk(this.requestId, '`choices` is not an array') };
       }
       for (const choice of choices) {
+        if (typeof choice !== 'object' || choice === null || Array.isArray(choice)) {
+          return { kind: 'error', error: new MalformedChunk(this.requestId, 'a choice is not an object') };
+        }
         const index = typeof choice?.index === 'number' ? choice.index : 0;
         this.seen.add(index);
         const reason = choice?.finish_reason;
         if (reason !== null && reason !== undefined) {
+          // An abort, an error or no finish reason at all is never relayed as an ending.
+          if (typeof reason !== 'string' || !NORMAL_FINISH_REASONS.has(reason)) {
+            return { kind: 'error', error: new EngineFinishFailure(this.requestId, reason) };
+          }
           this.finished.add(index);
           if (this.finishReason === undefined && typeof reason === 'string') this.finishReason = reason;
         }

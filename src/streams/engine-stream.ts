@@ -3,10 +3,17 @@ import {
   StreamDeadlineExceeded,
   type StreamError,
   StreamIdleTimeout,
+  UpstreamLimitExceeded,
   UpstreamReadError,
 } from '../errors/stream-errors.js';
-import { ChatStreamTracker, type EventVerdict, type ParsedChunk } from './chat-stream-tracker.js';
-import { parseSseFields, SseSplitter } from './sse-splitter.js';
+import {
+  ChatStreamTracker,
+  carriesOutput,
+  type EventVerdict,
+  isProgress,
+  type ParsedChunk,
+} from './chat-stream-tracker.js';
+import { DEFAULT_MAX_EVENT_BYTES, parseSseFields, SseSplitter } from './sse-splitter.js';
 
 export interface EngineStreamSink {
   /**
@@ -22,8 +29,12 @@ export interface EngineStreamSink {
 
 export interface EngineStreamOptions {
   requestId: string;
-  /** Longest silence between two events. */
+  /** Longest time without progress (a token or a finish; keep-alives do not count). */
   idleMs: number;
+  /** Bound of one SSE event (default 1 MiB). */
+  maxEventBytes?: number | undefined;
+  /** Bound of the events read before the first output chunk (default 1 MiB). */
+  maxPrefaceBytes?: number | undefined;
   /** Milliseconds left until the request's overall deadline. */
   deadlineMs: number;
   /** The whole deadline, for the error message. */
@@ -46,7 +57,11 @@ const DRAIN_AFTER_DONE_MS = 5_000;
  */
 export class EngineStream {
   readonly tracker: ChatStreamTracker;
-  private readonly splitter = new SseSplitter();
+  private readonly splitter: SseSplitter;
+  private readonly maxPrefaceBytes: number;
+  /** Bytes of events read while no chunk carried output yet (role chunks, comments...). */
+  private prefaceBytes = 0;
+  private sawOutput = false;
   private sink: EngineStreamSink | undefined;
   private ended = false;
   private paused = false;
@@ -63,6 +78,8 @@ export class EngineStream {
     private readonly options: EngineStreamOptions,
   ) {
     this.tracker = new ChatStreamTracker(options.requestId);
+    this.splitter = new SseSplitter(options.maxEventBytes ?? DEFAULT_MAX_EVENT_BYTES);
+    this.maxPrefaceBytes = options.maxPrefaceBytes ?? DEFAULT_MAX_EVENT_BYTES;
   }
 
   get isEnded(): boolean {
@@ -111,7 +128,6 @@ export class EngineStream {
 
   private handleChunk(chunk: Buffer): void {
     if (this.ended) return;
-    this.idleTimer?.refresh();
     let failed: StreamError | undefined;
     let completed = false;
     /** End offset (in the pushed region) of the last event to forward. */
@@ -130,10 +146,27 @@ export class EngineStream {
       else if (verdict.kind === 'done') completed = true;
       forwardEnd = raw.byteOffset - firstOffset + raw.length;
     });
-    if (chunks.length > 0 && this.options.onGap) {
-      const now = performance.now();
-      if (this.lastOutputAt > 0) this.options.onGap((now - this.lastOutputAt) / 1000);
-      this.lastOutputAt = now;
+    if (!failed && this.splitter.overflowed) {
+      failed = new UpstreamLimitExceeded(this.options.requestId, 'event', this.splitter.maxEventBytes);
+    }
+    // Only progress resets the idle clock: an engine sending keep-alives alone is stalled.
+    if (chunks.some(isProgress)) {
+      this.idleTimer?.refresh();
+      if (this.options.onGap) {
+        const now = performance.now();
+        if (this.lastOutputAt > 0) this.options.onGap((now - this.lastOutputAt) / 1000);
+        this.lastOutputAt = now;
+      }
+    }
+    if (!this.sawOutput) {
+      if (chunks.some(carriesOutput)) this.sawOutput = true;
+      else {
+        this.prefaceBytes += forwardEnd;
+        if (!failed && this.prefaceBytes > this.maxPrefaceBytes) {
+          failed = new UpstreamLimitExceeded(this.options.requestId, 'preamble', this.maxPrefaceBytes);
+          forwardEnd = 0;
+        }
+      }
     }
     if (forwardEnd > 0 && this.sink) {
       // The events of one read are contiguous from the region's start: forward them in one

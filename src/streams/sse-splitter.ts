@@ -1,3 +1,9 @@
+/** The default bound of one SSE event: 1 MiB. */
+export const DEFAULT_MAX_EVENT_BYTES = 1024 * 1024;
+
+const LF = 0x0a;
+const CR = 0x0d;
+
 /**
  * Splits a byte stream of Server-Sent Events into whole events, keeping their exact bytes.
  *
@@ -6,62 +12,129 @@
  * forward a healthy stream byte-for-byte and must never forward half an event (a failure
  * frame written after half an event would be corrupted). An event ends at a blank line:
  * `\n\n`, `\r\n\r\n`, or `\r\r` (and the mixed forms), per the WHATWG SSE grammar.
+ *
+ * Bounded and linear: every byte is scanned once (the scanner's state carries over between
+ * chunks, so an event that never ends is never rescanned), the bytes of an unfinished event are
+ * held as a list of chunks and joined only when the event completes, and an event longer than
+ * `maxEventBytes` stops the splitter (`overflowed`) instead of growing its buffer.
  */
 export class SseSplitter {
-  private pending: Buffer | undefined;
+  /** Chunks (or the tail of one) of the event not finished yet. */
+  private parts: Buffer[] = [];
+  private partsLength = 0;
+  /** The last byte scanned ended a line (a terminator), with nothing after it yet. */
+  private afterTerminator = false;
+  /** The last byte scanned was `\r`: a `\n` next belongs to the same terminator. */
+  private pendingCR = false;
+  /** That `\r` ended an empty line, so it ended the event (with or without a `\n` after it). */
+  private pendingCRIsBlank = false;
+  /** Set once an event passed `maxEventBytes`; nothing more is split after that. */
+  overflowed = false;
+
+  constructor(readonly maxEventBytes: number = DEFAULT_MAX_EVENT_BYTES) {}
+
   /** Bytes held back waiting for the end of their event. */
   get bufferedBytes(): number {
-    return this.pending?.length ?? 0;
+    return this.partsLength;
   }
 
   /**
    * Adds a chunk; calls `onEvent` for every event it completes, in order, with a view of the
    * event's bytes including its terminating blank line.
    * Returns the bytes of all the events it completed, back to back (one buffer to write).
+   * When an event passes the bound, `overflowed` is set and the events before it are returned.
    */
   push(chunk: Buffer, onEvent: (raw: Buffer) => void): Buffer {
-    let data: Buffer;
-    if (this.pending) {
-      data = Buffer.concat([this.pending, chunk]);
-      this.pending = undefined;
-    } else {
-      data = chunk;
-    }
-    let start = 0;
+    if (this.overflowed) return EMPTY;
+    const held = this.partsLength;
+    const length = chunk.length;
+    /** The pending bytes and the chunk joined, made on the first event end only. */
+    let data: Buffer | undefined;
+    /** Start of the current event, as an offset into pending + chunk. */
+    let eventStart = 0;
+    const endEvent = (endInChunk: number): boolean => {
+      const end = held + endInChunk;
+      if (end - eventStart > this.maxEventBytes) {
+        this.overflowed = true;
+        return false;
+      }
+      data ??= held === 0 ? chunk : Buffer.concat([...this.parts, chunk], held + length);
+      onEvent(data.subarray(eventStart, end));
+      eventStart = end;
+      this.afterTerminator = false;
+      return true;
+    };
     let i = 0;
-    const length = data.length;
+    let nextCR = chunk.indexOf(CR);
     while (i < length) {
-      const c = data[i]!;
-      if (c !== 0x0a && c !== 0x0d) {
-        i++;
-        continue;
-      }
-      // Found the end of a line at i; the line terminator is \r\n, \n or \r.
-      let next = i + 1;
-      if (c === 0x0d) {
-        if (next >= length) break; // cannot tell \r from \r\n yet
-        if (data[next] === 0x0a) next++;
-      }
-      // A blank line follows when the next byte starts another line terminator.
-      if (next >= length) break;
-      const d = data[next]!;
-      if (d === 0x0a || d === 0x0d) {
-        let end = next + 1;
-        if (d === 0x0d) {
-          if (end >= length) break;
-          if (data[end] === 0x0a) end++;
+      if (this.pendingCR) {
+        this.pendingCR = false;
+        if (chunk[i] === LF) {
+          // `\r\n`: one terminator.
+          if (this.pendingCRIsBlank) {
+            if (!endEvent(i + 1)) break;
+          } else this.afterTerminator = true;
+          i++;
+          continue;
         }
-        onEvent(data.subarray(start, end));
-        start = end;
-        i = end;
-      } else {
-        i = next;
+        // A lone `\r`; the byte at i is looked at afresh below.
+        if (this.pendingCRIsBlank) {
+          if (!endEvent(i)) break;
+        } else this.afterTerminator = true;
       }
+      if (nextCR !== -1 && nextCR < i) nextCR = chunk.indexOf(CR, i);
+      const nextLF = chunk.indexOf(LF, i);
+      const t = nextLF === -1 ? nextCR : nextCR === -1 ? nextLF : Math.min(nextLF, nextCR);
+      if (t === -1) {
+        this.afterTerminator = false;
+        break;
+      }
+      if (t > i) this.afterTerminator = false;
+      if (chunk[t] === LF) {
+        if (this.afterTerminator) {
+          if (!endEvent(t + 1)) break;
+        } else this.afterTerminator = true;
+      } else {
+        this.pendingCR = true;
+        this.pendingCRIsBlank = this.afterTerminator;
+      }
+      i = t + 1;
     }
-    if (start < length) this.pending = Buffer.from(data.subarray(start));
-    return start === length ? data : data.subarray(0, start);
+    if (this.overflowed) {
+      this.parts = [];
+      this.partsLength = 0;
+      return data === undefined || eventStart === 0 ? EMPTY : data.subarray(0, eventStart);
+    }
+    if (data === undefined) {
+      // No event ended: hold the chunk as it is (no copy, no rescan later).
+      this.parts.push(chunk);
+      this.partsLength += length;
+      if (this.partsLength > this.maxEventBytes) {
+        this.overflowed = true;
+        this.parts = [];
+        this.partsLength = 0;
+      }
+      return EMPTY;
+    }
+    const total = held + length;
+    if (eventStart < total) {
+      // A copy: the tail must not keep the whole chunk (or the joined buffer) alive.
+      this.parts = [Buffer.from(data.subarray(eventStart))];
+      this.partsLength = total - eventStart;
+    } else {
+      this.parts = [];
+      this.partsLength = 0;
+    }
+    if (this.partsLength > this.maxEventBytes) {
+      this.overflowed = true;
+      this.parts = [];
+      this.partsLength = 0;
+    }
+    return eventStart === data.length ? data : data.subarray(0, eventStart);
   }
 }
+
+const EMPTY = Buffer.alloc(0);
 
 export interface SseFields {
   /** The `event:` field, undefined for the default `message` event. */
