@@ -299,3 +299,30 @@ describe('only a 200 from an engine is an answer', () => {
     expect(res.headers.get('x-sluice-worker')).toBe('evil-1');
   });
 });
+
+describe('resume treats an engine abort as the engine failing', () => {
+  it('an aborted finish mid-stream is resumed on another worker when resume is on', async () => {
+    const evil = await startEvilEngine('finish:"abort"');
+    engines.push(evil);
+    const [mock] = await fixture.mocks(1, { models: [EVIL_MODEL] });
+    const gateway = await fixture.gateway({
+      workers: [
+        { url: evil.url, id: 'evil-0', models: [EVIL_MODEL] },
+        { url: mock!.url, id: 'mock-0', models: [EVIL_MODEL] },
+      ],
+      routing: { policy: 'round_robin' },
+    });
+    const res = await post(`${gateway.url}/v1/chat/completions`, chat({ stream: true, max_tokens: 12 }), {
+      'x-sluice-resume': 'on',
+    });
+    const data = sseData(res.text);
+    expect(data.at(-1)).toBe('[DONE]');
+    expect(res.text).toContain('t2 ');
+    expect(res.text).not.toContain('"error"');
+    const resumed = mock!.stats.lastBodies.at(-1) as { messages: { role: string; content: string }[] };
+    expect(resumed.messages.at(-1)).toEqual({ role: 'assistant', content: 't0 t1 t2 ' });
+    expect(
+      await metric(gateway.url, 'sluice_stream_resumes_total', { model: EVIL_MODEL, outcome: 'resumed' }),
+    ).toBe(1);
+  });
+});
