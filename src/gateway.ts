@@ -39,7 +39,7 @@ export class Gateway {
     readonly config: SluiceConfig,
     options: GatewayOptions = {},
   ) {
-    const log = options.logger ?? createLogger(config.log.level);
+    const log = options.logger ?? createLogger(config.log.level, undefined, config.log.format);
     const metrics = new GatewayMetrics(options.defaultMetrics ?? true);
     const settings = new ModelSettings(config);
     const router = new Router(config, settings);

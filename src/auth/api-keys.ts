@@ -1,3 +1,4 @@
+import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
 import { InvalidRequest } from '../errors/http-errors.js';
 import type { KeyStore, StoredApiKey } from '../storage/types.js';
@@ -9,7 +10,6 @@ import {
   keyPrefix,
   randomBase62,
 } from './key-secret.js';
-import { TtlCache } from './ttl-cache.js';
 
 /**
  * Virtual API keys: clients authenticate with a key the gateway issued, and each key carries its
@@ -67,7 +67,8 @@ const createKeySchema = z.strictObject({
 });
 
 export class KeyService {
-  private readonly cache: TtlCache<string, KeyRecord>;
+  /** Hits by secret digest, expiring after the TTL, the least recently used dropped when full; none when the TTL is 0. */
+  private readonly cache: LRUCache<string, KeyRecord> | undefined;
   private readonly now: () => number;
   /** Bumped by every delete: a lookup that overlapped one does not cache what it read. */
   private generation = 0;
@@ -76,8 +77,14 @@ export class KeyService {
     private readonly store: KeyStore,
     options: KeyServiceOptions = {},
   ) {
-    this.cache = new TtlCache(options.cacheTtlMs ?? 5000, options.cacheMaxEntries ?? 10_000);
     this.now = options.now ?? Date.now;
+    const ttl = options.cacheTtlMs ?? 5000;
+    const max = options.cacheMaxEntries ?? 10_000;
+    // The service's clock (tests inject one) is the cache's, read on every look-up.
+    this.cache =
+      ttl > 0 && max > 0
+        ? new LRUCache({ max, ttl, ttlResolution: 0, perf: { now: () => this.now() } })
+        : undefined;
   }
 
   /** Issues a key. Throws InvalidRequest (400) for invalid input, with the offending field as `param`. */
@@ -108,7 +115,7 @@ export class KeyService {
   async authenticate(bearerToken: string | undefined): Promise<KeyRecord | undefined> {
     if (bearerToken === undefined || !isWellFormedSecret(bearerToken)) return undefined;
     const hash = hashSecret(bearerToken);
-    const cached = this.cache.get(hash, this.now());
+    const cached = this.cache?.get(hash);
     if (cached !== undefined) return cached;
     const generation = this.generation;
     const record = await this.store.getKeyByHash(hash);
@@ -116,7 +123,7 @@ export class KeyService {
     // timing reveals nothing); the constant-time check guards against a backend matching loosely.
     if (record === undefined || !hashesEqual(record.hash, hash)) return undefined;
     const shared = freeze(record);
-    if (generation === this.generation) this.cache.set(hash, shared, this.now());
+    if (generation === this.generation) this.cache?.set(hash, shared);
     return shared;
   }
 
@@ -133,7 +140,8 @@ export class KeyService {
   async delete(id: string): Promise<boolean> {
     const deleted = await this.store.deleteKey(id);
     this.generation += 1;
-    this.cache.deleteWhere((record) => record.id === id);
+    if (this.cache)
+      for (const [hash, record] of this.cache.entries()) if (record.id === id) this.cache.delete(hash);
     return deleted;
   }
 

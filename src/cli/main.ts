@@ -4,6 +4,7 @@ import { registerDemo } from './demo.js';
 import { registerMockWorker } from './mock-worker.js';
 import { registerModel } from './model.js';
 import { registerServe } from './serve.js';
+import { reportStartupFailure } from './startup.js';
 import { registerWorker } from './worker.js';
 
 const program = new Command()
@@ -18,4 +19,9 @@ registerWorker(program);
 registerModel(program);
 registerDemo(program);
 
-await program.parseAsync(process.argv);
+try {
+  await program.parseAsync(process.argv);
+} catch (err) {
+  // A start that failed is one line and a non-zero exit, never a stack trace.
+  process.exit(reportStartupFailure(err));
+}

@@ -1,7 +1,8 @@
 import type { Command } from 'commander';
-import { createMockWorker, parseFault } from '../mock/mock-worker.js';
+import { createMockWorker, FaultSpecError, parseFault } from '../mock/mock-worker.js';
 import { collect, parseIntOption, parseNumberOption } from './options.js';
 import { onTermination } from './signals.js';
+import { StartupError } from './startup.js';
 
 interface MockFlags {
   port: number;
@@ -32,7 +33,12 @@ export function registerMockWorker(program: Command): void {
     .option('--fault <spec>', 'fault applied to every request without an X-Mock-Fault header')
     .option('--dp-size <n>', 'data-parallel ranks it reports', parseIntOption(1))
     .action(async (flags: MockFlags) => {
-      if (flags.fault) parseFault(flags.fault);
+      try {
+        if (flags.fault) parseFault(flags.fault);
+      } catch (err) {
+        if (err instanceof FaultSpecError) throw new StartupError(`--fault: ${err.message}`, 2);
+        throw err;
+      }
       const worker = await createMockWorker({
         port: flags.port,
         host: flags.host,

@@ -10,6 +10,7 @@ import { createLogger, type Logger } from '../observability/logger.js';
 import { POLICY_NAMES } from '../routing/types.js';
 import { collect, parseIntOption } from './options.js';
 import { onTermination } from './signals.js';
+import { assertPortFree } from './startup.js';
 
 interface ServeFlags {
   config?: string;
@@ -18,6 +19,7 @@ interface ServeFlags {
   worker?: string[];
   policy?: string;
   logLevel?: string;
+  logFormat?: string;
   dataDir?: string;
   storage?: string;
   adminKey?: string;
@@ -43,6 +45,10 @@ export function registerServe(program: Command): void {
     )
     .option('--policy <name>', `default routing policy: ${POLICY_NAMES.join(', ')} (SLUICE_POLICY)`)
     .option('--log-level <level>', 'fatal, error, warn, info, debug, trace or silent (SLUICE_LOG_LEVEL)')
+    .option(
+      '--log-format <format>',
+      'pretty (coloured lines; the default on a terminal) or json (the default otherwise) (SLUICE_LOG_FORMAT)',
+    )
     .option('--data-dir <dir>', 'where the gateway keeps its files (default ~/.sluice; SLUICE_DATA_DIR)')
     .option('--storage <kind>', 'response storage: sqlite, postgres or none (SLUICE_STORAGE)')
     .option('--admin-key <key>', 'the admin API key; without one the admin API is open (SLUICE_ADMIN_KEY)')
@@ -66,8 +72,10 @@ export function registerServe(program: Command): void {
         }
         throw err;
       }
-      const log = createLogger(config.log.level);
+      const log = createLogger(config.log.level, undefined, config.log.format);
       if (cluster.isWorker) return serveClusterProcess(config, log);
+      // Before the embedded engine loads its model: a port in use is known in a millisecond.
+      await assertPortFree(config.server.host, config.server.port);
       const embedded = await startEmbeddedIfNone(config, log);
       if (config.server.processes > 1) return serveCluster(config, log, embedded);
       const gateway = new Gateway(config, { logger: log });

@@ -22,6 +22,7 @@ export interface ConfigFlags {
   worker?: string[] | undefined;
   policy?: string | undefined;
   logLevel?: string | undefined;
+  logFormat?: string | undefined;
   dataDir?: string | undefined;
   storage?: string | undefined;
   adminKey?: string | undefined;
@@ -38,6 +39,7 @@ const ENV_PATHS: Record<string, { path: string[]; kind: 'string' | 'number' | 'b
   SLUICE_SHUTDOWN_GRACE_MS: { path: ['server', 'shutdownGraceMs'], kind: 'number' },
   SLUICE_PROCESSES: { path: ['server', 'processes'], kind: 'number' },
   SLUICE_LOG_LEVEL: { path: ['log', 'level'], kind: 'string' },
+  SLUICE_LOG_FORMAT: { path: ['log', 'format'], kind: 'string' },
   SLUICE_POLICY: { path: ['routing', 'policy'], kind: 'string' },
   SLUICE_WORKERS: { path: ['workers'], kind: 'list' },
   SLUICE_HEADERS_TIMEOUT_MS: { path: ['timeouts', 'headersMs'], kind: 'number' },
@@ -185,6 +187,7 @@ function applyFlags(layer: Json, flags: ConfigFlags): void {
   if (flags.port !== undefined) setPath(layer, ['server', 'port'], flags.port);
   if (flags.policy !== undefined) setPath(layer, ['routing', 'policy'], flags.policy);
   if (flags.logLevel !== undefined) setPath(layer, ['log', 'level'], flags.logLevel);
+  if (flags.logFormat !== undefined) setPath(layer, ['log', 'format'], flags.logFormat);
   if (flags.dataDir !== undefined) setPath(layer, ['dataDir'], flags.dataDir);
   if (flags.storage !== undefined) setPath(layer, ['storage', 'kind'], flags.storage);
   if (flags.adminKey !== undefined) setPath(layer, ['auth', 'adminKey'], flags.adminKey);
@@ -207,7 +210,16 @@ export function formatIssues(issues: readonly z.core.$ZodIssue[]): string {
 /** Validates a configuration object (defaults filled in), throwing a ConfigError that lists each problem. */
 export function parseConfig(input: unknown): SluiceConfig {
   const result = configSchema.safeParse(input);
-  if (!result.success) throw new ConfigError(`Invalid configuration:\n${formatIssues(result.error.issues)}`);
+  if (!result.success) {
+    const issues = result.error.issues;
+    // One problem is one line; several are listed one per line.
+    if (issues.length === 1) {
+      const [issue] = issues;
+      const path = issue!.path.length > 0 ? issue!.path.join('.') : '(root)';
+      throw new ConfigError(`Invalid configuration: ${path}: ${issue!.message}`);
+    }
+    throw new ConfigError(`Invalid configuration:\n${formatIssues(issues)}`);
+  }
   return result.data;
 }
 

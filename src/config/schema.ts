@@ -12,6 +12,17 @@ const nonNegativeInt = z.number().int().nonnegative();
 
 export const policyNameSchema = z.enum(POLICY_NAMES);
 
+/** An http(s) URL; a bare host:port is told what it lacks. */
+const httpUrl = z.url({
+  protocol: /^https?$/,
+  error: (issue) => {
+    const input = typeof issue.input === 'string' ? issue.input : '';
+    return /^[\w.-]+:\d+(\/.*)?$/.test(input) || /^[\w.-]+$/.test(input)
+      ? `'${input}' lacks its scheme: write http://${input}`
+      : `'${input}' is not an http:// or https:// URL`;
+  },
+});
+
 const timeoutsShape = {
   /** Time to the upstream response headers (the engine accepted the request). */
   headersMs: positiveInt,
@@ -34,7 +45,7 @@ export const workerLimitsSchema = z.strictObject({
 });
 
 export const workerSchema = z.strictObject({
-  url: z.url({ protocol: /^https?$/ }),
+  url: httpUrl,
   id: z.string().min(1).optional(),
   /** Models served; discovered from the worker's /v1/models when absent. */
   models: z.array(z.string().min(1)).min(1).optional(),
@@ -84,6 +95,8 @@ export const configSchema = z.strictObject({
   log: z
     .strictObject({
       level: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+      /** pretty (coloured lines) on a terminal and json otherwise, unless chosen. */
+      format: z.enum(['auto', 'json', 'pretty']).default('auto'),
     })
     .prefault({}),
   routing: z
@@ -180,7 +193,13 @@ export const configSchema = z.strictObject({
   /** Redis, shared by several gateway replicas for rate limits (a single process does without). */
   redis: z
     .strictObject({
-      url: z.string().min(1).optional(),
+      url: z
+        .string()
+        .refine((value) => URL.canParse(value) && /^rediss?:$/.test(new URL(value).protocol), {
+          error: (issue) =>
+            `'${String(issue.input)}' is not a Redis URL: write redis://host:6379 (or rediss:// for TLS)`,
+        })
+        .optional(),
       keyPrefix: z.string().default('sluice:'),
     })
     .prefault({}),

@@ -292,7 +292,12 @@ export class Dispatcher {
     const all = this.withRank(exclude ? serving.filter((w) => !exclude.has(w.id)) : serving, req.rank);
     const admitting = all.filter((w) => w.healthy && w.breaker.canAdmit());
     if (admitting.length === 0) {
-      const reason = all.some((w) => w.healthy) ? 'every circuit is open' : 'no healthy worker';
+      const causes = [...new Set(all.map((w) => w.downCause).filter((c): c is string => c !== null))];
+      const reason = all.some((w) => w.healthy)
+        ? 'every circuit is open'
+        : causes.length > 0
+          ? `no healthy worker: ${causes.join('; ')}`
+          : 'no healthy worker';
       this.metrics.admissionRejections.inc({ model: req.model, code: 'no_worker_available' });
       throw new NoWorkerAvailable(req.model, 1, reason);
     }

@@ -47,14 +47,15 @@ export class HealthChecker {
     let failure: string | undefined;
     try {
       const { status } = await callWorker(worker, 'GET', worker.healthPath, this.options.timeoutMs);
-      if (status < 200 || status >= 300) failure = `health check answered HTTP ${status}`;
+      if (status < 200 || status >= 300) failure = `answered HTTP ${status}`;
       else if (!worker.discovered) {
         const models = worker.configuredModels ?? (await discoverModels(worker, this.options.timeoutMs));
         this.registry.setModels(worker, models);
       }
     } catch (err) {
-      failure = (err as Error).message;
+      failure = failureCause(err, this.options.timeoutMs);
     }
+    worker.downCause = failure ?? null;
     this.record(
       worker,
       failure === undefined ? null : new ControlClosed(`Health check of ${worker.id} failed: ${failure}`),
@@ -64,6 +65,7 @@ export class HealthChecker {
 
   /** A request failure that says the worker's control channel is gone (connection refused). */
   reportUnreachable(worker: Worker, message: string): void {
+    worker.downCause = 'connection refused';
     worker.consecutiveHealthSuccesses = 0;
     worker.consecutiveHealthFailures = this.options.failureThreshold;
     this.mark(worker, false, new ControlClosed(message));
@@ -83,6 +85,14 @@ export class HealthChecker {
       // A worker that never answered is unhealthy from its first failure.
       const threshold = worker.healthy ? this.options.failureThreshold : 1;
       if (worker.consecutiveHealthFailures >= threshold) this.mark(worker, false, error);
+      // A worker down from the start never changes state: say so once, with the cause.
+      if (!worker.healthy && !worker.downLogged) {
+        worker.downLogged = true;
+        this.log.warn(
+          { worker: worker.id, workerUrl: worker.url, cause: worker.downCause, models: [...worker.models] },
+          `worker ${worker.id} is down: ${worker.downCause}`,
+        );
+      }
     }
   }
 
@@ -91,8 +101,39 @@ export class HealthChecker {
     worker.lastError = error ? { code: error.code, message: error.message } : null;
     this.registry.setHealthy(worker, healthy);
     if (was !== healthy) {
-      if (healthy) this.log.info({ worker: worker.id, models: [...worker.models] }, 'worker healthy');
-      else this.log.warn({ worker: worker.id, code: error?.code, error: error?.message }, 'worker unhealthy');
+      if (healthy) {
+        if (worker.downLogged) this.log.info({ worker: worker.id }, `worker ${worker.id} is back`);
+        worker.downLogged = false;
+        this.log.info({ worker: worker.id, models: [...worker.models] }, 'worker healthy');
+      } else {
+        worker.downLogged = true;
+        this.log.warn(
+          { worker: worker.id, code: error?.code, cause: worker.downCause, error: error?.message },
+          'worker unhealthy',
+        );
+      }
     }
   }
+}
+
+/** What went wrong with a health check, in a few words an operator reads at once. */
+export function failureCause(err: unknown, timeoutMs: number): string {
+  const direct = (err as { code?: unknown }).code;
+  const nested = (err as { cause?: { code?: unknown } }).cause?.code;
+  const code = typeof direct === 'string' ? direct : typeof nested === 'string' ? nested : undefined;
+  const name = (err as { name?: unknown }).name;
+  if (code === 'ECONNREFUSED') return 'connection refused';
+  if (code === 'ENOTFOUND' || code === 'EAI_AGAIN') return 'host not found';
+  if (code === 'ECONNRESET' || code === 'UND_ERR_SOCKET' || code === 'EPIPE') return 'connection reset';
+  if (code === 'EHOSTUNREACH' || code === 'ENETUNREACH') return 'host unreachable';
+  if (
+    code === 'UND_ERR_HEADERS_TIMEOUT' ||
+    code === 'UND_ERR_BODY_TIMEOUT' ||
+    code === 'UND_ERR_CONNECT_TIMEOUT' ||
+    name === 'TimeoutError' ||
+    name === 'AbortError'
+  ) {
+    return `no answer within ${timeoutMs} ms`;
+  }
+  return err instanceof Error ? err.message : String(err);
 }

@@ -45,6 +45,10 @@ export class Worker {
   /** Set when the worker answered its model list at least once. */
   discovered = false;
   lastError: { code: string; message: string } | null = null;
+  /** Why the last health check failed, in a few words (`connection refused`, `answered HTTP 503`). */
+  downCause: string | null = null;
+  /** The operator has been told this worker is down (logged once until it comes back). */
+  downLogged = false;
   consecutiveHealthFailures = 0;
   consecutiveHealthSuccesses = 0;
   private readonly rankInflight: number[];
