@@ -34,7 +34,11 @@ const EMBEDDED_ID = 'embedded';
 export function registerServe(program: Command): void {
   program
     .command('serve')
-    .description('Run the gateway in front of OpenAI-compatible workers.')
+    .description(
+      'Run the gateway in front of OpenAI-compatible workers. With none configured (no --worker, no ' +
+        'config, no discovery), it starts an embedded llama.cpp engine serving the tiny demo model ' +
+        `'sluice-tiny' (random weights, gibberish output), so that one command runs it.`,
+    )
     .option('-c, --config <file>', 'YAML configuration file (also SLUICE_CONFIG)')
     .option('--host <host>', 'address to listen on (default 127.0.0.1; SLUICE_HOST)')
     .option('-p, --port <port>', 'port to listen on (default 8080; SLUICE_PORT)', parseIntOption(0, 65535))
