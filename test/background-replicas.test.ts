@@ -21,9 +21,9 @@ describe('background responses across replicas (postgres)', { timeout: 120_000 }
   let b: Gateway;
 
   beforeAll(async () => {
-    [slow] = await startMocks(1, { tokensPerSecond: 25 });
-    [fast] = await startMocks(1, { tokensPerSecond: 40, models: ['fast-model'] });
-    const workers = [{ url: slow!.url }, { url: fast!.url }];
+    slow = (await startMocks(1, { tokensPerSecond: 25 }))[0]!;
+    fast = (await startMocks(1, { tokensPerSecond: 40, models: ['fast-model'] }))[0]!;
+    const workers = [{ url: slow.url }, { url: fast.url }];
     a = await startGateway({ workers, storage: postgres.storage() });
     b = await startGateway({ workers, storage: postgres.storage(), responses: { followPollMs: 50 } });
   });
