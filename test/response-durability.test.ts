@@ -155,6 +155,27 @@ for (const makePair of [sqlitePair, postgresPair]) {
       expect((await a.getResponse(other.id))?.status).toBe('in_progress');
     });
 
+    it('a progress write appends only the new events', async () => {
+      const row = stored({ eventsJson: '[{"n":0}]' });
+      await a.insertResponse(row);
+      expect(
+        await a.updateResponse(row.id, {
+          json: '{}',
+          status: 'in_progress',
+          appendEventsJson: '{"n":1},{"n":"é😀"}',
+        }),
+      ).toBe(true);
+      expect((await b.getResponse(row.id))?.eventsJson).toBe('[{"n":0},{"n":1},{"n":"é😀"}]');
+      expect(
+        await a.updateResponse(row.id, { json: '{}', status: 'in_progress', appendEventsJson: '{"n":3}' }),
+      ).toBe(true);
+      expect((await b.getResponse(row.id))?.eventsJson).toBe('[{"n":0},{"n":1},{"n":"é😀"},{"n":3}]');
+      const empty = stored({ eventsJson: '[]' });
+      await a.insertResponse(empty);
+      await a.updateResponse(empty.id, { json: '{}', status: 'in_progress', appendEventsJson: '{"n":0}' });
+      expect((await b.getResponse(empty.id))?.eventsJson).toBe('[{"n":0}]');
+    });
+
     it('concurrent progress and terminal writes: the terminal one always stays', async () => {
       const rows = Array.from({ length: 20 }, () => stored());
       for (const row of rows) await a.insertResponse(row);

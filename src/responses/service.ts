@@ -257,12 +257,15 @@ export class ResponsesService {
       }
       const count = run.events.length;
       if (count === state.written) return;
-      // The JSON and the events are taken at one instant, so they agree.
-      const update = {
-        json: JSON.stringify(run.response),
-        status: run.response.status,
-        eventsJson: eventsArray(run.events),
-      };
+      // The JSON and the events are taken at one instant, so they agree. Only the new events are
+      // sent, unless what is stored is uncertain (the first write, or after a write that failed).
+      const json = JSON.stringify(run.response);
+      const status = run.response.status;
+      const update =
+        state.written < 0
+          ? { json, status, eventsJson: eventsArray(run.events) }
+          : { json, status, appendEventsJson: run.events.slice(state.written).join(',') };
+      state.written = -1;
       if (await this.store!.updateResponse(id, update)) state.written = count;
       else run.cancel();
     } catch (err) {

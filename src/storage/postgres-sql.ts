@@ -74,7 +74,10 @@ export const SQL = {
     VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
   // The status never moves backwards: an ended response is final, in_progress never turns queued.
   updateResponse: `UPDATE responses SET json = $2, status = $3, updated_at = $4,
-    events_json = CASE WHEN $5::boolean THEN $6::text ELSE events_json END
+    events_json = CASE WHEN $5::boolean THEN $6::text
+      WHEN $7::text IS NULL THEN events_json
+      WHEN events_json IS NULL OR events_json = '[]' THEN '[' || $7 || ']'
+      ELSE left(events_json, -1) || ',' || $7 || ']' END
     WHERE id = $1 AND ${UNFINISHED} AND ($3 <> 'queued' OR status = 'queued')`,
   /** $1 replica id, $2 lease in ms. */
   renewLease: `INSERT INTO gateway_replicas (id, started_at, expires_at) VALUES ($1, ${NOW_MS}, ${NOW_MS} + $2)

@@ -348,7 +348,15 @@ function insertValues(response: StoredResponse): unknown[] {
 
 function updateValues(id: string, update: ResponseUpdate): unknown[] {
   const replaceEvents = update.eventsJson !== undefined;
-  return [id, update.json, update.status, Date.now(), replaceEvents, update.eventsJson ?? null];
+  return [
+    id,
+    update.json,
+    update.status,
+    Date.now(),
+    replaceEvents,
+    update.eventsJson ?? null,
+    update.appendEventsJson ?? null,
+  ];
 }
 
 function appendValues(id: string, items: readonly StoredItem[]): unknown[] {

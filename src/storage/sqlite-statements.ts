@@ -119,6 +119,7 @@ interface ResponseUpdateParams {
   status: string;
   replaceEvents: number;
   eventsJson: string | null;
+  appendEvents: string | null;
   updatedAt: number;
 }
 
@@ -147,7 +148,10 @@ export function prepareSqliteStatements(db: Database.Database) {
     // The status never moves backwards: an ended response is final, in_progress never turns queued.
     updateResponse: db.prepare<ResponseUpdateParams>(
       `UPDATE responses SET json = @json, status = @status, updated_at = @updatedAt,
-        events_json = CASE WHEN @replaceEvents = 1 THEN @eventsJson ELSE events_json END
+        events_json = CASE WHEN @replaceEvents = 1 THEN @eventsJson
+          WHEN @appendEvents IS NULL THEN events_json
+          WHEN events_json IS NULL OR events_json = '[]' THEN '[' || @appendEvents || ']'
+          ELSE substr(events_json, 1, length(events_json) - 1) || ',' || @appendEvents || ']' END
         WHERE id = @id AND ${UNFINISHED} AND (@status <> 'queued' OR status = 'queued')`,
     ),
     getResponse: db.prepare<[string], SqliteResponseRow>(

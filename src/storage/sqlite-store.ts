@@ -367,6 +367,7 @@ function updateParams(id: string, update: ResponseUpdate) {
     status: update.status,
     replaceEvents: update.eventsJson !== undefined ? 1 : 0,
     eventsJson: update.eventsJson ?? null,
+    appendEvents: update.appendEventsJson ?? null,
     updatedAt: Date.now(),
   };
 }

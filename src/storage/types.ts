@@ -61,7 +61,13 @@ export interface Page<T> {
 export interface ResponseUpdate {
   json: string;
   status: string;
+  /** Replaces the stored events (JSON text of an array). */
   eventsJson?: string | null | undefined;
+  /**
+   * Appends to the stored events instead (when `eventsJson` is not given): the JSON texts of the
+   * new events joined by commas, without brackets. A progress write sends only what is new.
+   */
+  appendEventsJson?: string | undefined;
 }
 
 /** How a response ends in storage: one transaction (`Store.finishResponse`). */
