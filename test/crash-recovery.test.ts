@@ -59,9 +59,13 @@ describe('a gateway killed with background responses running', { timeout: 90_000
   });
 
   function serve(args: string[]): Promise<string> {
+    return serveWithOutput(args).url;
+  }
+
+  function serveWithOutput(args: string[]) {
     const proc = startCli(['serve', '--port', '0', '--log-level', 'info', ...args], LEASE_ENV);
     children.push(proc.child);
-    return proc.url;
+    return proc;
   }
 
   async function kill9(child: ChildProcess): Promise<void> {
@@ -75,7 +79,7 @@ describe('a gateway killed with background responses running', { timeout: 90_000
   const get = async (url: string, id: string) =>
     (await (await fetch(`${url}/v1/responses/${id}`)).json()) as ResponseBody;
 
-  async function startBackground(url: string): Promise<string> {
+  async function startBackground(url: string, onCreated?: (requestId: string) => void): Promise<string> {
     const created = await post(`${url}/v1/responses`, {
       model: 'mock-model',
       input: 'a long story',
@@ -84,6 +88,7 @@ describe('a gateway killed with background responses running', { timeout: 90_000
     });
     expect(created.status).toBe(200);
     const { id } = created.json() as { id: string };
+    onCreated?.(created.headers.get('x-request-id') ?? '');
     // Running, with some output stored by its progress writes.
     await eventually(async () => {
       const now = await get(url, id);
@@ -185,6 +190,37 @@ describe('a gateway killed with background responses running', { timeout: 90_000
       await client.connect();
       await client.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
       await client.end();
+    }
+  });
+
+  it('serve --processes 2: the responses of a process that was lost are ended by the others', async () => {
+    const dataDir = mkdtempSync(join(tmpdir(), 'sluice-crash-cluster-'));
+    dirs.push(dataDir);
+    const proc = serveWithOutput(['--worker', mock.url, '--data-dir', dataDir, '--processes', '2']);
+    const url = await proc.url;
+    let requestId = '';
+    const id = await startBackground(url, (rid) => {
+      requestId = rid;
+    });
+    // The process that took the request says so in its log line (logs are flushed every second).
+    let pid = 0;
+    await eventually(() => {
+      const line = proc
+        .output()
+        .split('\n')
+        .find((l) => l.includes(`"requestId":"${requestId}"`) && l.includes('"pid":'));
+      pid = Number(/"pid":(\d+)/.exec(line ?? '')?.[1] ?? 0);
+      return pid > 0;
+    }, 5_000);
+    expect(pid).not.toBe(proc.child.pid);
+    process.kill(pid, 'SIGKILL');
+    const lostAt = Date.now();
+    await eventually(async () => (await inflight()) === 0, 5_000);
+    try {
+      await expectRecovered(url, id, lostAt);
+    } catch (err) {
+      console.log(proc.output().slice(-6000));
+      throw err;
     }
   });
 });
