@@ -198,6 +198,8 @@ describe('a gateway killed with background responses running', { timeout: 90_000
     dirs.push(dataDir);
     const proc = serveWithOutput(['--worker', mock.url, '--data-dir', dataDir, '--processes', '2']);
     const url = await proc.url;
+    // Every process listens (a port whose only process dies would close).
+    await eventually(() => proc.output().includes('"msg":"sluice cluster listening"'), 20_000);
     let requestId = '';
     const id = await startBackground(url, (rid) => {
       requestId = rid;
@@ -216,11 +218,6 @@ describe('a gateway killed with background responses running', { timeout: 90_000
     process.kill(pid, 'SIGKILL');
     const lostAt = Date.now();
     await eventually(async () => (await inflight()) === 0, 5_000);
-    try {
-      await expectRecovered(url, id, lostAt);
-    } catch (err) {
-      console.log(proc.output().slice(-6000));
-      throw err;
-    }
+    await expectRecovered(url, id, lostAt);
   });
 });
