@@ -14,8 +14,10 @@ import { createLogger, type Logger } from './observability/logger.js';
 import { GatewayMetrics } from './observability/metrics.js';
 import { Tracing } from './observability/tracing.js';
 import { ConversationsService } from './responses/conversations.js';
+import { OrphanSweeper } from './responses/orphan-sweeper.js';
 import { ResponsesService } from './responses/service.js';
 import { createStore } from './storage/index.js';
+import { ReplicaLease } from './storage/replica-lease.js';
 import type { KeyStore, Store } from './storage/types.js';
 import { RequestRegistry } from './streams/request-registry.js';
 import { HealthChecker } from './workers/health-checker.js';
@@ -27,12 +29,17 @@ export interface GatewayOptions {
   defaultMetrics?: boolean;
 }
 
+/** Longest a closing gateway waits for its background responses to store how they ended. */
+const BACKGROUND_SETTLE_MS = 2_000;
+
 /** The composition root: builds every part of a gateway from its configuration and runs it. */
 export class Gateway {
   readonly app: FastifyInstance;
   readonly context: GatewayContext;
   private readonly lifecycle = { draining: false };
   private discovery: KubernetesDiscovery | undefined;
+  private readonly lease: ReplicaLease | undefined;
+  private readonly orphans: OrphanSweeper | undefined;
   private closed = false;
 
   constructor(
@@ -55,6 +62,8 @@ export class Gateway {
     const requests = new RequestRegistry();
     const dispatcher = new Dispatcher(config, settings, registry, router, requests, health, metrics, log);
     const store = openStore(config);
+    this.lease = store && new ReplicaLease(store, config.responses, log);
+    this.orphans = store && new OrphanSweeper(store, config.responses.sweepIntervalMs, log);
     this.context = {
       config,
       log,
@@ -67,7 +76,10 @@ export class Gateway {
       lifecycle: this.lifecycle,
       store,
       access: new AccessControl(config, store, log),
-      responses: new ResponsesService(dispatcher, store, metrics, log),
+      responses: new ResponsesService(dispatcher, store, metrics, log, {
+        replicaId: this.lease?.id,
+        orphans: this.orphans,
+      }),
       conversations: new ConversationsService(store),
       tracing: Tracing.fromConfig(config, log),
     };
@@ -81,6 +93,9 @@ export class Gateway {
   /** Registers the configured workers, checks them once, then listens. */
   async start(): Promise<string> {
     await this.context.store?.migrate();
+    await this.lease?.start();
+    // Background responses left unfinished by processes that stopped are ended now, then periodically.
+    this.orphans?.start();
     await this.context.access.start();
     for (const worker of this.config.workers) this.context.registry.add(worker, 'static');
     await this.startDiscovery();
@@ -167,6 +182,10 @@ export class Gateway {
     }
     await this.app.close();
     await this.context.registry.closeAll();
+    // The background runs just ended store their end before the lease (and the store) goes.
+    await this.context.responses.settle(BACKGROUND_SETTLE_MS);
+    await this.orphans?.stop();
+    await this.lease?.stop();
     await this.context.access.close();
     await this.context.store?.close();
     // Last: the spans of the requests just ended are exported before the process goes.

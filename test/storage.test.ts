@@ -128,6 +128,7 @@ function response(id: string, overrides: Partial<StoredResponse> = {}): StoredRe
     eventsJson: '[ {"type":"response.created"}]',
     cancelRequested: false,
     ownerKeyId: 'key_owner',
+    ownerReplicaId: null,
     ...overrides,
   };
 }
@@ -219,18 +220,20 @@ describe.each(backends)('storage on $name', ({ makeBackend }) => {
     it('updates json and status, and the events only when given', async () => {
       const id = uniqueId('resp');
       await store.insertResponse(response(id));
-      expect(await store.updateResponse(id, { json: '{"v": 2}', status: 'completed' })).toBe(true);
+      expect(await store.updateResponse(id, { json: '{"v": 2}', status: 'in_progress' })).toBe(true);
       expect(await store.getResponse(id)).toEqual(
-        response(id, { json: '{"v": 2}', status: 'completed', eventsJson: response(id).eventsJson }),
+        response(id, { json: '{"v": 2}', status: 'in_progress', eventsJson: response(id).eventsJson }),
       );
-      expect(await store.updateResponse(id, { json: '{"v":3}', status: 'failed', eventsJson: '[ ]' })).toBe(
-        true,
-      );
+      expect(
+        await store.updateResponse(id, { json: '{"v":3}', status: 'in_progress', eventsJson: '[ ]' }),
+      ).toBe(true);
       expect((await store.getResponse(id))?.eventsJson).toBe('[ ]');
       expect(await store.updateResponse(id, { json: '{"v":4}', status: 'failed', eventsJson: null })).toBe(
         true,
       );
       expect(await store.getResponse(id)).toMatchObject({ json: '{"v":4}', eventsJson: null });
+      // Ended: never written again.
+      expect(await store.updateResponse(id, { json: '{"v":5}', status: 'completed' })).toBe(false);
       expect(await store.updateResponse(uniqueId('missing'), { json: '{}', status: 'completed' })).toBe(
         false,
       );

@@ -190,6 +190,23 @@ export const configSchema = z.strictObject({
       message: 'storage.url is required when storage.kind is postgres',
       path: ['url'],
     }),
+  /** Background responses across processes: replica leases, orphan sweeping, following from another replica. */
+  responses: z
+    .strictObject({
+      /** How often each gateway process renews its lease in the store. */
+      heartbeatMs: positiveInt.default(2_000),
+      /** A process whose lease was not renewed for this long is dead: its background responses end as failed. */
+      leaseMs: positiveInt.default(10_000),
+      /** How often a process looks for background responses of dead ones. */
+      sweepIntervalMs: positiveInt.default(5_000),
+      /** How often `GET /v1/responses/{id}?stream=true` reads the store for a response run by another process. */
+      followPollMs: positiveInt.default(250),
+    })
+    .prefault({})
+    .refine((r) => r.leaseMs > r.heartbeatMs, {
+      message: 'responses.leaseMs must be longer than responses.heartbeatMs',
+      path: ['leaseMs'],
+    }),
   /** Redis, shared by several gateway replicas for rate limits (a single process does without). */
   redis: z
     .strictObject({

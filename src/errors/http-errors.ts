@@ -124,6 +124,21 @@ export class GatewayShuttingDown extends SluiceError {
   }
 }
 
+/**
+ * The gateway process running a background response stopped (crash, kill, lost host) before it
+ * ended; a live replica ended it once that process's lease lapsed. Never thrown over HTTP: it is
+ * the `error` of the failed response and of its terminal event.
+ */
+export class GatewayRestarted extends SluiceError {
+  readonly code = 'gateway_restarted';
+  readonly retryable = true;
+  override readonly status = 503;
+  override readonly type = 'service_unavailable_error' as const;
+  constructor() {
+    super('The gateway process running this response stopped before it finished; it was ended as failed.');
+  }
+}
+
 /** Anything we did not foresee. The message is generic on purpose; details go to the log. */
 export class InternalError extends SluiceError {
   readonly code = 'internal_error';

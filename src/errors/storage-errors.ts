@@ -11,3 +11,10 @@ export class StoreError extends SluiceError {
     this.retryable = retryable;
   }
 }
+
+/** A response's conversation was deleted before the response could be appended to it. */
+export class ConversationGone extends StoreError {
+  constructor(readonly conversationId: string) {
+    super(`The conversation '${conversationId}' no longer exists.`, 'store_conversation_gone', false);
+  }
+}

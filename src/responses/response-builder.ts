@@ -58,6 +58,31 @@ export type TerminalKind =
   | { kind: 'failed'; code: string; message: string }
   | { kind: 'cancelled' };
 
+export interface BuiltEvent {
+  json: string;
+  type: string;
+}
+
+/** A terminal not yet published: the closing events, then the terminal event around the final JSON. */
+export interface TerminalDraft {
+  responseJson: string;
+  eventJson: string;
+  type: string;
+  status: ResponseStatus;
+  closing: BuiltEvent[];
+}
+
+interface Snapshot {
+  sequence: number;
+  text: Record<TextKind, OpenText | undefined>;
+  calls: Map<number, { item: FunctionCallItem; index: number }>;
+  statuses: ItemStatus[];
+  status: ResponseStatus;
+  completedAt: number | null;
+  error: ResponseObject['error'];
+  incompleteDetails: ResponseObject['incomplete_details'];
+}
+
 export function toResponseUsage(usage: Usage): ResponseUsage {
   const details = usage as {
     prompt_tokens_details?: { cached_tokens?: number } | null;
@@ -88,6 +113,10 @@ export class ResponseBuilder {
   };
   private readonly calls = new Map<number, { item: FunctionCallItem; index: number }>();
   private finishReason: string | undefined;
+  /** The closing events of a terminal being drafted. */
+  private pending: BuiltEvent[] | undefined;
+  /** The state before the draft terminal, to retract it. */
+  private saved: Snapshot | undefined;
 
   constructor(
     readonly response: ResponseObject,
@@ -136,14 +165,15 @@ export class ResponseBuilder {
 
   /**
    * Closes what is open and returns the final response object's JSON text with the terminal
-   * event built around it. Nothing is emitted: the caller stores, then calls `emitTerminal`.
+   * event built around it. Nothing is emitted: the closing events (the done ladders of the items
+   * still open) and the terminal event are returned, for the caller to store, then publish.
+   * Until then it is a draft: calling `terminal()` again replaces it, reusing the same sequence
+   * numbers (a response that could not be stored ends as failed instead, without a gap).
    */
-  terminal(end: TerminalKind): {
-    responseJson: string;
-    eventJson: string;
-    type: string;
-    status: ResponseStatus;
-  } {
+  terminal(end: TerminalKind): TerminalDraft {
+    this.retract();
+    this.saved = this.snapshot();
+    this.pending = [];
     let status: ResponseStatus;
     let type: string;
     if (end.kind === 'finished') {
@@ -171,21 +201,101 @@ export class ResponseBuilder {
     this.response.status = status;
     if (status === 'completed' || status === 'incomplete')
       this.response.completed_at = Math.floor(Date.now() / 1000);
+    const closing = this.pending;
+    this.pending = undefined;
     const responseJson = JSON.stringify(this.response);
     const eventJson = `{"type":"${type}","sequence_number":${this.sequence++},"response":${responseJson}}`;
-    return { responseJson, eventJson, type, status };
+    return { responseJson, eventJson, type, status, closing };
+  }
+
+  /**
+   * Replaces the draft terminal with one around a response object that was stored elsewhere
+   * (another replica ended this response first): what the client sees last is what is stored.
+   */
+  adopt(responseJson: string, status: ResponseStatus): TerminalDraft {
+    this.retract();
+    this.saved = this.snapshot();
+    const type =
+      status === 'completed'
+        ? 'response.completed'
+        : status === 'incomplete'
+          ? 'response.incomplete'
+          : 'response.failed';
+    const eventJson = `{"type":"${type}","sequence_number":${this.sequence++},"response":${responseJson}}`;
+    return { responseJson, eventJson, type, status, closing: [] };
+  }
+
+  /** Undoes the draft terminal, if any: items open again, sequence numbers back. */
+  private retract(): void {
+    const saved = this.saved;
+    if (!saved) return;
+    this.saved = undefined;
+    this.sequence = saved.sequence;
+    this.text.message = saved.text.message;
+    this.text.reasoning = saved.text.reasoning;
+    this.calls.clear();
+    for (const [key, open] of saved.calls) this.calls.set(key, open);
+    saved.statuses.forEach((status, index) => {
+      const item = this.response.output[index];
+      if (item) item.status = status;
+    });
+    this.response.status = saved.status;
+    this.response.completed_at = saved.completedAt;
+    this.response.error = saved.error;
+    this.response.incomplete_details = saved.incompleteDetails;
+  }
+
+  private snapshot(): Snapshot {
+    return {
+      sequence: this.sequence,
+      text: { ...this.text },
+      calls: new Map(this.calls),
+      statuses: this.response.output.map((item) => item.status),
+      status: this.response.status,
+      completedAt: this.response.completed_at,
+      error: this.response.error,
+      incompleteDetails: this.response.incomplete_details,
+    };
+  }
+
+  /**
+   * A builder that carries on a response stored mid-way (its JSON and the sequence number after
+   * its last stored event): its items still `in_progress` are open again, to be closed by `terminal()`.
+   */
+  static resume(response: ResponseObject, nextSequence: number): ResponseBuilder {
+    const builder = new ResponseBuilder(response, () => {});
+    builder.sequence = nextSequence;
+    response.output.forEach((item, index) => {
+      if (item.status !== 'in_progress') return;
+      if (item.type === 'function_call') {
+        builder.calls.set(index, { item, index });
+        return;
+      }
+      if (item.content.length === 0) {
+        const part = TEXT_EVENTS[item.type].part();
+        (item.content as (OutputText | ReasoningText)[]).push(part);
+      }
+      builder.text[item.type] = { item, index };
+    });
+    return builder;
   }
 
   private emit(body: ResponseEventBody): void {
     const { type, ...fields } = body;
-    this.sink(JSON.stringify({ type, sequence_number: this.sequence++, ...fields }), type);
+    this.send(JSON.stringify({ type, sequence_number: this.sequence++, ...fields }), type);
   }
 
   private emitResponse(type: string): void {
-    this.sink(
+    this.send(
       `{"type":"${type}","sequence_number":${this.sequence++},"response":${JSON.stringify(this.response)}}`,
       type,
     );
+  }
+
+  /** To the sink, or, while a terminal is drafted, to its closing events. */
+  private send(json: string, type: string): void {
+    if (this.pending) this.pending.push({ json, type });
+    else this.sink(json, type);
   }
 
   private addItem<T extends OutputItem>(item: T): number {

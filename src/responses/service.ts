@@ -6,15 +6,17 @@ import { ClientDisconnected, InvalidRequest, NotFound } from '../errors/http-err
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import type { RequestTrace } from '../observability/tracing.js';
-import type { Store, StoredResponse } from '../storage/types.js';
+import type { ResponseEnding, Store, StoredResponse } from '../storage/types.js';
 import { resolveContext } from './context.js';
 import { newId } from './ids.js';
 import { normaliseInput } from './input-items.js';
+import type { OrphanSweeper } from './orphan-sweeper.js';
 import { type Caller, visibleTo } from './ownership.js';
 import type { CreateResponseRequest } from './request-schema.js';
+import type { TerminalDraft } from './response-builder.js';
 import { ResponseRun, type RunEnd } from './response-run.js';
 import { type ChatMessage, contextToMessages, toChatRequest } from './to-chat.js';
-import type { InputItem, ResponseObject } from './types.js';
+import type { InputItem, ResponseObject, ResponseStatus } from './types.js';
 
 /** How the HTTP layer describes a create call. */
 export interface CreateCall {
@@ -46,6 +48,20 @@ export interface Terminal {
 
 /** How often a background run writes its progress (and reads a cancel request). */
 const PROGRESS_INTERVAL_MS = 250;
+/** Longest the final write waits for a progress write still in flight (the SQL refuses it afterwards anyway). */
+const PROGRESS_SETTLE_MS = 5_000;
+
+export interface ResponsesServiceOptions {
+  /** This process's replica lease: its background responses are stored as owned by it. */
+  replicaId?: string | undefined;
+  /** Ends a response at once when the replica that ran it is gone (a cancel of an orphan). */
+  orphans?: OrphanSweeper | undefined;
+}
+
+/** A response that has not ended yet; every other status is final. */
+export function isUnfinished(status: string): boolean {
+  return status === 'queued' || status === 'in_progress';
+}
 
 /**
  * The Responses API on top of chat-completions workers: translates a request, runs it through
@@ -60,6 +76,7 @@ export class ResponsesService {
     private readonly store: Store | undefined,
     private readonly metrics: GatewayMetrics,
     private readonly log: Logger,
+    private readonly options: ResponsesServiceOptions = {},
   ) {}
 
   /** Validates and prepares a create call; throws HTTP errors (404 for unknown ids) before anything starts. */
@@ -160,8 +177,13 @@ export class ResponsesService {
   async startBackground(prepared: PreparedResponse): Promise<{ run: ResponseRun; queuedJson: string }> {
     prepared.response.status = 'queued';
     const run = this.newRun(prepared);
+    // created and queued are stored with it: a replay (from any replica) starts from them.
+    run.builder.begin(true);
     const queuedJson = JSON.stringify(prepared.response);
-    await this.store!.insertResponse(record(prepared, queuedJson, 'queued', null));
+    await this.store!.insertResponse({
+      ...record(prepared, queuedJson, 'queued', eventsArray(run.events)),
+      ownerReplicaId: this.options.replicaId ?? null,
+    });
     // Detached from the client: its own abort signal, never the client's.
     const controller = new AbortController();
     prepared.dispatch = { ...prepared.dispatch, signal: controller.signal };
@@ -177,9 +199,10 @@ export class ResponsesService {
     controller: AbortController,
   ): Promise<Terminal> {
     const id = prepared.response.id;
-    run.builder.begin(true);
     let end: RunEnd;
     let ticker: NodeJS.Timeout | undefined;
+    // One progress write at a time, and none once the final write starts.
+    const progress = { inFlight: undefined as Promise<void> | undefined, written: -1 };
     try {
       const opening = this.dispatcher.openStream(prepared.dispatch);
       const cancelWhileQueued = setInterval(() => {
@@ -194,7 +217,12 @@ export class ResponsesService {
         clearInterval(cancelWhileQueued);
       }
       run.builder.started();
-      ticker = setInterval(() => void this.progress(id, run), PROGRESS_INTERVAL_MS);
+      ticker = setInterval(() => {
+        if (progress.inFlight) return;
+        progress.inFlight = this.progress(id, run, progress).finally(() => {
+          progress.inFlight = undefined;
+        });
+      }, PROGRESS_INTERVAL_MS);
       const stream = this.streamOf(prepared, opened);
       end = await run.follow(stream);
       this.noteResumes(run, stream);
@@ -205,28 +233,52 @@ export class ResponsesService {
     } finally {
       if (ticker) clearInterval(ticker);
     }
+    await settle(progress.inFlight, PROGRESS_SETTLE_MS);
     this.count(prepared, end);
     return this.finish(prepared, run, end, 'update');
   }
 
-  /** Writes a background run's progress and honours a cancel request made on any replica. */
-  private async progress(id: string, run: ResponseRun): Promise<void> {
+  /**
+   * Writes a background run's progress (the response so far and every event emitted so far, so
+   * that another replica can follow its stream) and honours a cancel request made on any replica.
+   */
+  private async progress(id: string, run: ResponseRun, state: { written: number }): Promise<void> {
     try {
       const stored = await this.store!.getResponse(id);
       if (stored?.cancelRequested) {
         run.cancel();
         return;
       }
-      await this.store!.updateResponse(id, {
-        json: JSON.stringify(run.response),
-        status: run.response.status,
-      });
+      if (!stored || !isUnfinished(stored.status)) {
+        // Deleted, or ended by another replica that took this one for dead: stop generating.
+        this.log.warn({ responseId: id, status: stored?.status }, 'background response ended elsewhere');
+        run.cancel();
+        return;
+      }
+      const count = run.events.length;
+      if (count === state.written) return;
+      // The JSON and the events are taken at one instant, so they agree. Only the new events are
+      // sent, unless what is stored is uncertain (the first write, or after a write that failed).
+      const json = JSON.stringify(run.response);
+      const status = run.response.status;
+      const update =
+        state.written < 0
+          ? { json, status, eventsJson: eventsArray(run.events) }
+          : { json, status, appendEventsJson: run.events.slice(state.written).join(',') };
+      state.written = -1;
+      if (await this.store!.updateResponse(id, update)) state.written = count;
+      else run.cancel();
     } catch (err) {
       this.log.warn({ responseId: id, err }, 'could not write background progress');
     }
   }
 
-  /** Builds the terminal event, stores the final object, then emits the event. */
+  /**
+   * Builds the terminal event and stores the final object (and the conversation append, in the
+   * same transaction), then emits the closing events and the terminal one. When storing fails,
+   * the draft is replaced by a `store_write_failed` failure, which is stored instead: what the
+   * client sees last is what GET returns, with no gap in the sequence numbers.
+   */
   private async finish(
     prepared: PreparedResponse,
     run: ResponseRun,
@@ -235,29 +287,9 @@ export class ResponsesService {
   ): Promise<Terminal> {
     let terminal = run.builder.terminal(end);
     if (prepared.store && this.store) {
-      const eventsJson = `[${[...run.events, terminal.eventJson].join(',')}]`;
       try {
-        if (write === 'insert') {
-          await this.store.insertResponse(
-            record(prepared, terminal.responseJson, terminal.status, eventsJson),
-          );
-        } else {
-          await this.store.updateResponse(prepared.response.id, {
-            json: terminal.responseJson,
-            status: terminal.status,
-            eventsJson,
-          });
-        }
-        if (
-          prepared.conversationId &&
-          (terminal.status === 'completed' || terminal.status === 'incomplete')
-        ) {
-          const items = [...prepared.input, ...run.response.output].map((item) => ({
-            id: item.id,
-            json: JSON.stringify(item),
-          }));
-          await this.store.appendConversationItems(prepared.conversationId, items);
-        }
+        const stored = await this.store.finishResponse(this.ending(prepared, run, terminal, write));
+        if (!stored) terminal = await this.adoptStored(prepared.response.id, run, terminal);
       } catch (err) {
         this.log.error({ responseId: prepared.response.id, err }, 'storing the response failed');
         // Never silent: the client learns in the terminal event that nothing was stored.
@@ -266,8 +298,17 @@ export class ResponsesService {
           code: 'store_write_failed',
           message: `The response could not be stored: ${(err as Error).message}`,
         });
+        try {
+          await this.store.finishResponse(this.ending(prepared, run, terminal, write));
+        } catch (again) {
+          this.log.error(
+            { responseId: prepared.response.id, err: again },
+            'storing the failed response failed too',
+          );
+        }
       }
     }
+    for (const event of terminal.closing) run.publish(event.json, event.type);
     run.publish(terminal.eventJson, terminal.type);
     const usage = run.response.usage;
     prepared.onUsage?.(
@@ -279,6 +320,53 @@ export class ResponsesService {
       type: terminal.type,
       status: terminal.status,
     };
+  }
+
+  /** The writes that end a response: its final object and events, and its conversation's new items. */
+  private ending(
+    prepared: PreparedResponse,
+    run: ResponseRun,
+    terminal: TerminalDraft,
+    write: 'insert' | 'update',
+  ): ResponseEnding {
+    const eventsJson = eventsArray([
+      ...run.events,
+      ...terminal.closing.map((e) => e.json),
+      terminal.eventJson,
+    ]);
+    const appends =
+      prepared.conversationId !== null &&
+      (terminal.status === 'completed' || terminal.status === 'incomplete');
+    return {
+      insert:
+        write === 'insert' ? record(prepared, terminal.responseJson, terminal.status, eventsJson) : undefined,
+      update:
+        write === 'update'
+          ? { id: prepared.response.id, json: terminal.responseJson, status: terminal.status, eventsJson }
+          : undefined,
+      conversation: appends
+        ? {
+            id: prepared.conversationId!,
+            items: [...prepared.input, ...run.response.output].map((item) => ({
+              id: item.id,
+              json: JSON.stringify(item),
+            })),
+          }
+        : undefined,
+    };
+  }
+
+  /** The stored row had already ended (another replica took this one for dead): show what it stored. */
+  private async adoptStored(id: string, run: ResponseRun, terminal: TerminalDraft): Promise<TerminalDraft> {
+    try {
+      const stored = await this.store!.getResponse(id);
+      if (!stored || isUnfinished(stored.status)) return terminal;
+      this.log.warn({ responseId: id, status: stored.status }, 'background response had ended elsewhere');
+      return run.builder.adopt(stored.json, stored.status as ResponseStatus);
+    } catch (err) {
+      this.log.error({ responseId: id, err }, 'could not read a response that ended elsewhere');
+      return terminal;
+    }
   }
 
   private count(prepared: PreparedResponse, end: RunEnd): void {
@@ -296,6 +384,11 @@ export class ResponsesService {
     if (!stored || !visibleTo(stored.ownerKeyId, caller))
       throw new NotFound(`No response found with id '${id}'.`, 'response_not_found', 'response_id');
     return stored;
+  }
+
+  /** Waits (at most `ms`) for the background runs of this process to store their end. */
+  async settle(ms: number): Promise<void> {
+    await settle(Promise.allSettled([...this.background.values()].map((b) => b.done)), ms);
   }
 
   /** The live run of a background response in this process, if any. */
@@ -318,18 +411,21 @@ export class ResponsesService {
     if (!object.background) {
       throw new InvalidRequest('Only background responses can be cancelled.', 'response_id', 'invalid_value');
     }
-    if (stored.status !== 'queued' && stored.status !== 'in_progress') return stored.json;
+    if (!isUnfinished(stored.status)) return stored.json;
     await this.store!.requestCancel(id);
     const local = this.background.get(id);
     if (local) {
       local.run.cancel();
       return (await local.done).json;
     }
+    // The replica running it is gone: end it now instead of waiting for a reader that will not come.
+    const recovered = await this.options.orphans?.recover(id);
+    if (recovered !== undefined) return recovered;
     // Running on another replica: it reads the request within its progress interval.
     const until = Date.now() + 10 * PROGRESS_INTERVAL_MS + 2_000;
     while (Date.now() < until) {
       const now = await this.retrieve(id, caller);
-      if (now.status !== 'queued' && now.status !== 'in_progress') return now.json;
+      if (!isUnfinished(now.status)) return now.json;
       await new Promise((resolve) => setTimeout(resolve, PROGRESS_INTERVAL_MS / 2));
     }
     return (await this.retrieve(id, caller)).json;
@@ -355,6 +451,24 @@ function messagesText(messages: readonly ChatMessage[]): string {
   for (const message of messages)
     if (typeof message.content === 'string') text += `${message.role}:${message.content}\n`;
   return text;
+}
+
+/** The events kept for storage, as the JSON text of an array. */
+function eventsArray(events: readonly string[]): string {
+  return `[${events.join(',')}]`;
+}
+
+/** Waits for a promise, at most `ms`; never rejects. */
+async function settle(promise: Promise<unknown> | undefined, ms: number): Promise<void> {
+  if (!promise) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    promise.catch(() => {}),
+    new Promise((resolve) => {
+      timer = setTimeout(resolve, ms);
+    }),
+  ]);
+  clearTimeout(timer);
 }
 
 function codeOf(err: unknown): string {

@@ -24,6 +24,27 @@ const OWNERS_MIGRATION: Migration = {
   `,
 };
 
+/**
+ * Version 4: each gateway process holds a lease in `gateway_replicas`, renewed by its heartbeat
+ * (`expires_at`, Unix ms); a background response names the replica running it. An unfinished
+ * response whose replica's lease lapsed is ended by a live replica (see orphan-sweeper.ts).
+ */
+function replicaLeasesMigration(bigint: 'INTEGER' | 'BIGINT', strict: string): Migration {
+  return {
+    version: 4,
+    description: 'replica leases, and the replica that runs each background response',
+    sql: `
+      CREATE TABLE gateway_replicas (
+        id TEXT PRIMARY KEY,
+        started_at ${bigint} NOT NULL,
+        expires_at ${bigint} NOT NULL
+      )${strict};
+      ALTER TABLE responses ADD COLUMN owner_replica_id TEXT;
+      CREATE INDEX responses_unfinished ON responses (created_at) WHERE status IN ('queued', 'in_progress');
+    `,
+  };
+}
+
 export const SQLITE_MIGRATIONS: readonly Migration[] = [
   {
     version: 1,
@@ -81,6 +102,7 @@ export const SQLITE_MIGRATIONS: readonly Migration[] = [
     `,
   },
   OWNERS_MIGRATION,
+  replicaLeasesMigration('INTEGER', ' STRICT'),
 ];
 
 export const POSTGRES_MIGRATIONS: readonly Migration[] = [
@@ -140,6 +162,7 @@ export const POSTGRES_MIGRATIONS: readonly Migration[] = [
     `,
   },
   OWNERS_MIGRATION,
+  replicaLeasesMigration('BIGINT', ''),
 ];
 
 const CREATE_SCHEMA_MIGRATIONS = `

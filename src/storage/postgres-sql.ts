@@ -14,6 +14,16 @@ export interface PostgresResponseRow {
   events_json: string | null;
   cancel_requested: boolean;
   owner_key_id: string | null;
+  owner_replica_id: string | null;
+}
+
+export interface PostgresOrphanRow {
+  id: string;
+  owner_replica_id: string | null;
+  json: string;
+  events_json: string | null;
+  /** BIGINT arrives as a string. */
+  updated_at: string;
 }
 
 export interface PostgresConversationRow {
@@ -50,14 +60,39 @@ export interface PostgresUsageRow {
 const KEY_COLUMNS = 'id, name, hash, prefix, models_json, rpm, tpm, budget_tokens, created_at';
 
 const RESPONSE_COLUMNS = `id, created_at, status, model, previous_response_id, conversation_id, json,
-  input_items_json, events_json, cancel_requested, owner_key_id`;
+  input_items_json, events_json, cancel_requested, owner_key_id, owner_replica_id`;
+
+/** A response that has not ended yet; every other status is final. */
+const UNFINISHED = "status IN ('queued', 'in_progress')";
+
+/** Leases are on the database's clock, so replicas on hosts whose clocks disagree still agree on them. */
+const NOW_MS = '(extract(epoch FROM clock_timestamp()) * 1000)::bigint';
+const LEASE_LIVE = `SELECT 1 FROM gateway_replicas AS g WHERE g.id = r.owner_replica_id AND g.expires_at > ${NOW_MS}`;
 
 export const SQL = {
   insertResponse: `INSERT INTO responses (${RESPONSE_COLUMNS}, updated_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+    VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)`,
+  // The status never moves backwards: an ended response is final, in_progress never turns queued.
   updateResponse: `UPDATE responses SET json = $2, status = $3, updated_at = $4,
-    events_json = CASE WHEN $5::boolean THEN $6::text ELSE events_json END
-    WHERE id = $1`,
+    events_json = CASE WHEN $5::boolean THEN $6::text
+      WHEN $7::text IS NULL THEN events_json
+      WHEN events_json IS NULL OR events_json = '[]' THEN '[' || $7 || ']'
+      ELSE left(events_json, -1) || ',' || $7 || ']' END
+    WHERE id = $1 AND ${UNFINISHED} AND ($3 <> 'queued' OR status = 'queued')`,
+  /** $1 replica id, $2 lease in ms. */
+  renewLease: `INSERT INTO gateway_replicas (id, started_at, expires_at) VALUES ($1, ${NOW_MS}, ${NOW_MS} + $2)
+    ON CONFLICT (id) DO UPDATE SET expires_at = EXCLUDED.expires_at`,
+  dropLease: 'DELETE FROM gateway_replicas WHERE id = $1',
+  forgetLapsed: `DELETE FROM gateway_replicas WHERE expires_at < ${NOW_MS} - $1`,
+  /** $1 limit, $2 unowned-updated-before (Unix ms), $3 one response id or NULL. */
+  listOrphans: `SELECT id, owner_replica_id, json, events_json, updated_at FROM responses AS r
+    WHERE ${UNFINISHED} AND ($3::text IS NULL OR id = $3)
+      AND CASE WHEN owner_replica_id IS NULL THEN updated_at < $2 ELSE NOT EXISTS (${LEASE_LIVE}) END
+    ORDER BY created_at LIMIT $1`,
+  /** $1 id, $2 owner, $3 updated_at as read, $4 now (ms), $5 json, $6 status, $7 events. */
+  endOrphan: `UPDATE responses AS r SET json = $5, status = $6, events_json = $7, updated_at = $4
+    WHERE id = $1 AND ${UNFINISHED} AND owner_replica_id IS NOT DISTINCT FROM $2::text AND updated_at = $3
+      AND NOT EXISTS (${LEASE_LIVE})`,
   getResponse: `SELECT ${RESPONSE_COLUMNS} FROM responses WHERE id = $1`,
   deleteResponse: 'DELETE FROM responses WHERE id = $1',
   requestCancel: 'UPDATE responses SET cancel_requested = TRUE, updated_at = $2 WHERE id = $1',

@@ -1,4 +1,5 @@
 import pg from 'pg';
+import { ConversationGone } from '../errors/storage-errors.js';
 import { fromPostgresError } from './error-mapping.js';
 import { migratePostgres } from './migrations.js';
 import { toPage } from './pagination.js';
@@ -6,6 +7,7 @@ import {
   type PostgresConversationRow,
   type PostgresItemRow,
   type PostgresKeyRow,
+  type PostgresOrphanRow,
   type PostgresResponseRow,
   type PostgresUsageRow,
   pageSql,
@@ -15,8 +17,11 @@ import {
   type KeyStore,
   modelsFromJson,
   modelsToJson,
+  type OrphanedResponse,
+  type OrphanQuery,
   type Page,
   type PageRequest,
+  type ResponseEnding,
   type ResponseUpdate,
   type Store,
   type StoredApiKey,
@@ -76,26 +81,69 @@ export class PostgresStore implements Store, KeyStore {
   }
 
   async insertResponse(response: StoredResponse): Promise<void> {
-    await this.query('insertResponse', SQL.insertResponse, [
-      response.id,
-      response.createdAt,
-      response.status,
-      response.model,
-      response.previousResponseId,
-      response.conversationId,
-      response.json,
-      response.inputItemsJson,
-      response.eventsJson,
-      response.cancelRequested,
-      response.ownerKeyId,
-      Date.now(),
-    ]);
+    await this.query('insertResponse', SQL.insertResponse, insertValues(response));
   }
 
   async updateResponse(id: string, update: ResponseUpdate): Promise<boolean> {
-    const replaceEvents = update.eventsJson !== undefined;
-    const values = [id, update.json, update.status, Date.now(), replaceEvents, update.eventsJson ?? null];
-    return changed(await this.query('updateResponse', SQL.updateResponse, values));
+    return changed(await this.query('updateResponse', SQL.updateResponse, updateValues(id, update)));
+  }
+
+  async finishResponse(ending: ResponseEnding): Promise<boolean> {
+    return this.transaction('finishResponse', async (client) => {
+      if (ending.insert) await client.query(SQL.insertResponse, insertValues(ending.insert));
+      if (
+        ending.update &&
+        !changed(await client.query(SQL.updateResponse, updateValues(ending.update.id, ending.update)))
+      )
+        return false;
+      const conversation = ending.conversation;
+      if (conversation) {
+        if (!changed(await client.query(SQL.lockConversation, [conversation.id])))
+          throw new ConversationGone(conversation.id);
+        if (conversation.items.length > 0)
+          await client.query(SQL.appendItems, appendValues(conversation.id, conversation.items));
+      }
+      return true;
+    });
+  }
+
+  async renewReplicaLease(replicaId: string, leaseMs: number): Promise<void> {
+    await this.query('renewReplicaLease', SQL.renewLease, [replicaId, Math.trunc(leaseMs)]);
+  }
+
+  async dropReplicaLease(replicaId: string): Promise<void> {
+    await this.query('dropReplicaLease', SQL.dropLease, [replicaId]);
+  }
+
+  async forgetLapsedReplicas(olderThanMs: number): Promise<number> {
+    return (
+      (await this.query('forgetLapsedReplicas', SQL.forgetLapsed, [Math.trunc(olderThanMs)])).rowCount ?? 0
+    );
+  }
+
+  async listOrphanedResponses(query: OrphanQuery): Promise<OrphanedResponse[]> {
+    const values = [query.limit, query.unownedUpdatedBefore, query.id ?? null];
+    const { rows } = await this.query<PostgresOrphanRow>('listOrphanedResponses', SQL.listOrphans, values);
+    return rows.map((row) => ({
+      id: row.id,
+      ownerReplicaId: row.owner_replica_id,
+      json: row.json,
+      eventsJson: row.events_json,
+      updatedAt: Number(row.updated_at),
+    }));
+  }
+
+  async endOrphanedResponse(orphan: OrphanedResponse, update: ResponseUpdate): Promise<boolean> {
+    const values = [
+      orphan.id,
+      orphan.ownerReplicaId,
+      orphan.updatedAt,
+      Date.now(),
+      update.json,
+      update.status,
+      update.eventsJson ?? null,
+    ];
+    return changed(await this.query('endOrphanedResponse', SQL.endOrphan, values));
   }
 
   async getResponse(id: string): Promise<StoredResponse | undefined> {
@@ -280,6 +328,37 @@ function changed(result: pg.QueryResult): boolean {
   return (result.rowCount ?? 0) > 0;
 }
 
+function insertValues(response: StoredResponse): unknown[] {
+  return [
+    response.id,
+    response.createdAt,
+    response.status,
+    response.model,
+    response.previousResponseId,
+    response.conversationId,
+    response.json,
+    response.inputItemsJson,
+    response.eventsJson,
+    response.cancelRequested,
+    response.ownerKeyId,
+    response.ownerReplicaId ?? null,
+    Date.now(),
+  ];
+}
+
+function updateValues(id: string, update: ResponseUpdate): unknown[] {
+  const replaceEvents = update.eventsJson !== undefined;
+  return [
+    id,
+    update.json,
+    update.status,
+    Date.now(),
+    replaceEvents,
+    update.eventsJson ?? null,
+    update.appendEventsJson ?? null,
+  ];
+}
+
 function appendValues(id: string, items: readonly StoredItem[]): unknown[] {
   return [id, items.map((item) => item.id), items.map((item) => item.json)];
 }
@@ -297,6 +376,7 @@ function toStoredResponse(row: PostgresResponseRow): StoredResponse {
     eventsJson: row.events_json,
     cancelRequested: row.cancel_requested,
     ownerKeyId: row.owner_key_id,
+    ownerReplicaId: row.owner_replica_id,
   };
 }
 

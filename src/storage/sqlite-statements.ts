@@ -14,6 +14,15 @@ export interface SqliteResponseRow {
   events_json: string | null;
   cancel_requested: number;
   owner_key_id: string | null;
+  owner_replica_id: string | null;
+}
+
+export interface SqliteOrphanRow {
+  id: string;
+  owner_replica_id: string | null;
+  json: string;
+  events_json: string | null;
+  updated_at: number;
 }
 
 export interface SqliteConversationRow {
@@ -77,7 +86,31 @@ interface ResponseParams {
   eventsJson: string | null;
   cancelRequested: number;
   ownerKeyId: string | null;
+  ownerReplicaId: string | null;
   updatedAt: number;
+}
+
+interface LeaseParams {
+  id: string;
+  now: number;
+  expiresAt: number;
+}
+
+interface OrphanQueryParams {
+  id: string | null;
+  now: number;
+  unownedBefore: number;
+  limit: number;
+}
+
+interface OrphanEndParams {
+  id: string;
+  owner: string | null;
+  seenUpdatedAt: number;
+  now: number;
+  json: string;
+  status: string;
+  eventsJson: string | null;
 }
 
 interface ResponseUpdateParams {
@@ -86,6 +119,7 @@ interface ResponseUpdateParams {
   status: string;
   replaceEvents: number;
   eventsJson: string | null;
+  appendEvents: string | null;
   updatedAt: number;
 }
 
@@ -97,7 +131,10 @@ interface ItemParams {
 }
 
 const RESPONSE_COLUMNS = `id, created_at, status, model, previous_response_id, conversation_id, json,
-  input_items_json, events_json, cancel_requested, owner_key_id`;
+  input_items_json, events_json, cancel_requested, owner_key_id, owner_replica_id`;
+
+/** A response that has not ended yet; every other status is final. */
+const UNFINISHED = "status IN ('queued', 'in_progress')";
 
 const KEY_COLUMNS = 'id, name, hash, prefix, models_json, rpm, tpm, budget_tokens, created_at';
 
@@ -106,12 +143,16 @@ export function prepareSqliteStatements(db: Database.Database) {
   return {
     insertResponse: db.prepare<ResponseParams>(
       `INSERT INTO responses (${RESPONSE_COLUMNS}, updated_at) VALUES (@id, @createdAt, @status, @model,
-        @previousResponseId, @conversationId, @json, @inputItemsJson, @eventsJson, @cancelRequested, @ownerKeyId, @updatedAt)`,
+        @previousResponseId, @conversationId, @json, @inputItemsJson, @eventsJson, @cancelRequested, @ownerKeyId, @ownerReplicaId, @updatedAt)`,
     ),
+    // The status never moves backwards: an ended response is final, in_progress never turns queued.
     updateResponse: db.prepare<ResponseUpdateParams>(
       `UPDATE responses SET json = @json, status = @status, updated_at = @updatedAt,
-        events_json = CASE WHEN @replaceEvents = 1 THEN @eventsJson ELSE events_json END
-        WHERE id = @id`,
+        events_json = CASE WHEN @replaceEvents = 1 THEN @eventsJson
+          WHEN @appendEvents IS NULL THEN events_json
+          WHEN events_json IS NULL OR events_json = '[]' THEN '[' || @appendEvents || ']'
+          ELSE substr(events_json, 1, length(events_json) - 1) || ',' || @appendEvents || ']' END
+        WHERE id = @id AND ${UNFINISHED} AND (@status <> 'queued' OR status = 'queued')`,
     ),
     getResponse: db.prepare<[string], SqliteResponseRow>(
       `SELECT ${RESPONSE_COLUMNS} FROM responses WHERE id = ?`,
@@ -152,6 +193,34 @@ export function prepareSqliteStatements(db: Database.Database) {
       'DELETE FROM conversation_items WHERE conversation_id = ? AND item_id = ?',
     ),
     ...prepareKeyStatements(db),
+    ...prepareLeaseStatements(db),
+  };
+}
+
+/** Replica leases and the orphans of lapsed ones (times are Unix ms of this machine's clock). */
+function prepareLeaseStatements(db: Database.Database) {
+  const leaseLive =
+    'SELECT 1 FROM gateway_replicas AS g WHERE g.id = r.owner_replica_id AND g.expires_at > @now';
+  return {
+    renewLease: db.prepare<LeaseParams>(
+      `INSERT INTO gateway_replicas (id, started_at, expires_at) VALUES (@id, @now, @expiresAt)
+        ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at`,
+    ),
+    dropLease: db.prepare<[string]>('DELETE FROM gateway_replicas WHERE id = ?'),
+    forgetLapsed: db.prepare<[number]>('DELETE FROM gateway_replicas WHERE expires_at < ?'),
+    listOrphans: db.prepare<OrphanQueryParams, SqliteOrphanRow>(
+      `SELECT id, owner_replica_id, json, events_json, updated_at FROM responses AS r
+        WHERE ${UNFINISHED} AND (@id IS NULL OR id = @id)
+          AND CASE WHEN owner_replica_id IS NULL THEN updated_at < @unownedBefore
+            ELSE NOT EXISTS (${leaseLive}) END
+        ORDER BY created_at LIMIT @limit`,
+    ),
+    // Conditional on everything the sweeper read: two replicas (or a late owner) cannot both win.
+    endOrphan: db.prepare<OrphanEndParams>(
+      `UPDATE responses AS r SET json = @json, status = @status, events_json = @eventsJson, updated_at = @now
+        WHERE id = @id AND ${UNFINISHED} AND owner_replica_id IS @owner AND updated_at = @seenUpdatedAt
+          AND NOT EXISTS (${leaseLive})`,
+    ),
   };
 }
 

@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
+import { ConversationGone } from '../errors/storage-errors.js';
 import { fromSqliteError, storeError } from './error-mapping.js';
 import { migrateSqlite } from './migrations.js';
 import { toPage } from './pagination.js';
@@ -15,8 +16,11 @@ import {
   type KeyStore,
   modelsFromJson,
   modelsToJson,
+  type OrphanedResponse,
+  type OrphanQuery,
   type Page,
   type PageRequest,
+  type ResponseEnding,
   type ResponseUpdate,
   type Store,
   type StoredApiKey,
@@ -67,26 +71,70 @@ export class SqliteStore implements Store, KeyStore {
 
   async insertResponse(response: StoredResponse): Promise<void> {
     this.withPrepared('insertResponse', ({ statements }) => {
-      statements.insertResponse.run({
-        ...response,
-        cancelRequested: response.cancelRequested ? 1 : 0,
-        updatedAt: Date.now(),
-      });
+      statements.insertResponse.run(responseParams(response));
     });
   }
 
   async updateResponse(id: string, update: ResponseUpdate): Promise<boolean> {
-    return this.withPrepared('updateResponse', ({ statements }) => {
-      const replaceEvents = update.eventsJson !== undefined;
-      const result = statements.updateResponse.run({
-        id,
+    return this.withPrepared(
+      'updateResponse',
+      ({ statements }) => statements.updateResponse.run(updateParams(id, update)).changes > 0,
+    );
+  }
+
+  async finishResponse(ending: ResponseEnding): Promise<boolean> {
+    return this.withPrepared('finishResponse', ({ finishResponse }) => finishResponse.immediate(ending));
+  }
+
+  async renewReplicaLease(replicaId: string, leaseMs: number): Promise<void> {
+    this.withPrepared('renewReplicaLease', ({ statements }) => {
+      const now = Date.now();
+      statements.renewLease.run({ id: replicaId, now, expiresAt: now + leaseMs });
+    });
+  }
+
+  async dropReplicaLease(replicaId: string): Promise<void> {
+    this.withPrepared('dropReplicaLease', ({ statements }) => statements.dropLease.run(replicaId));
+  }
+
+  async forgetLapsedReplicas(olderThanMs: number): Promise<number> {
+    return this.withPrepared(
+      'forgetLapsedReplicas',
+      ({ statements }) => statements.forgetLapsed.run(Date.now() - olderThanMs).changes,
+    );
+  }
+
+  async listOrphanedResponses(query: OrphanQuery): Promise<OrphanedResponse[]> {
+    return this.withPrepared('listOrphanedResponses', ({ statements }) =>
+      statements.listOrphans
+        .all({
+          id: query.id ?? null,
+          now: Date.now(),
+          unownedBefore: query.unownedUpdatedBefore,
+          limit: query.limit,
+        })
+        .map((row) => ({
+          id: row.id,
+          ownerReplicaId: row.owner_replica_id,
+          json: row.json,
+          eventsJson: row.events_json,
+          updatedAt: row.updated_at,
+        })),
+    );
+  }
+
+  async endOrphanedResponse(orphan: OrphanedResponse, update: ResponseUpdate): Promise<boolean> {
+    return this.withPrepared('endOrphanedResponse', ({ statements }) => {
+      const params = {
+        id: orphan.id,
+        owner: orphan.ownerReplicaId,
+        seenUpdatedAt: orphan.updatedAt,
+        now: Date.now(),
         json: update.json,
         status: update.status,
-        replaceEvents: replaceEvents ? 1 : 0,
         eventsJson: update.eventsJson ?? null,
-        updatedAt: Date.now(),
-      });
-      return result.changes > 0;
+      };
+      return statements.endOrphan.run(params).changes > 0;
     });
   }
 
@@ -270,6 +318,27 @@ function prepare(db: Database.Database) {
       if (rows.length === 0 && statements.conversationExists.get(id) === undefined) return undefined;
       return toPage(rows.map(toStoredItem), page.limit);
     }),
+    // Immediate: the response's end and its conversation append are one write, or neither is.
+    finishResponse: db.transaction((ending: ResponseEnding) => {
+      if (ending.insert) statements.insertResponse.run(responseParams(ending.insert));
+      if (
+        ending.update &&
+        statements.updateResponse.run(updateParams(ending.update.id, ending.update)).changes === 0
+      )
+        return false;
+      const conversation = ending.conversation;
+      if (conversation) {
+        if (statements.conversationExists.get(conversation.id) === undefined)
+          throw new ConversationGone(conversation.id);
+        insertItems(
+          statements,
+          conversation.id,
+          statements.lastSeq.get(conversation.id)?.seq ?? 0,
+          conversation.items,
+        );
+      }
+      return true;
+    }),
     insertKey: db.transaction((key: StoredApiKey) => {
       statements.insertKey.run({ ...key, modelsJson: modelsToJson(key.models) });
       statements.insertKeyUsage.run(key.id);
@@ -279,6 +348,27 @@ function prepare(db: Database.Database) {
       if (rows.length === 0 && statements.conversationExists.get(id) === undefined) return undefined;
       return rows.map(toStoredItem);
     }),
+  };
+}
+
+function responseParams(response: StoredResponse) {
+  return {
+    ...response,
+    cancelRequested: response.cancelRequested ? 1 : 0,
+    ownerReplicaId: response.ownerReplicaId ?? null,
+    updatedAt: Date.now(),
+  };
+}
+
+function updateParams(id: string, update: ResponseUpdate) {
+  return {
+    id,
+    json: update.json,
+    status: update.status,
+    replaceEvents: update.eventsJson !== undefined ? 1 : 0,
+    eventsJson: update.eventsJson ?? null,
+    appendEvents: update.appendEventsJson ?? null,
+    updatedAt: Date.now(),
   };
 }
 
@@ -306,6 +396,7 @@ function toStoredResponse(row: SqliteResponseRow): StoredResponse {
     eventsJson: row.events_json,
     cancelRequested: row.cancel_requested !== 0,
     ownerKeyId: row.owner_key_id,
+    ownerReplicaId: row.owner_replica_id,
   };
 }
 

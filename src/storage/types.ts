@@ -25,6 +25,8 @@ export interface StoredResponse {
   cancelRequested: boolean;
   /** The API key that created it; null when made while the gateway ran open (visible to every caller). */
   ownerKeyId: string | null;
+  /** The gateway replica running it (background responses); null once read back when none. */
+  ownerReplicaId?: string | null | undefined;
 }
 
 export interface StoredConversation {
@@ -59,7 +61,41 @@ export interface Page<T> {
 export interface ResponseUpdate {
   json: string;
   status: string;
+  /** Replaces the stored events (JSON text of an array). */
   eventsJson?: string | null | undefined;
+  /**
+   * Appends to the stored events instead (when `eventsJson` is not given): the JSON texts of the
+   * new events joined by commas, without brackets. A progress write sends only what is new.
+   */
+  appendEventsJson?: string | undefined;
+}
+
+/** How a response ends in storage: one transaction (`Store.finishResponse`). */
+export interface ResponseEnding {
+  /** A foreground response: inserted whole. */
+  insert?: StoredResponse | undefined;
+  /** A background response: its stored row ends, only while it is still unfinished. */
+  update?: (ResponseUpdate & { id: string }) | undefined;
+  /** Items appended to a conversation; the conversation must still exist, or nothing is written. */
+  conversation?: { id: string; items: readonly StoredItem[] } | undefined;
+}
+
+/** An unfinished response whose replica's lease lapsed (or that has none), as last written. */
+export interface OrphanedResponse {
+  id: string;
+  ownerReplicaId: string | null;
+  json: string;
+  eventsJson: string | null;
+  /** The `updated_at` it was read with; ending it is conditional on it (optimistic concurrency). */
+  updatedAt: number;
+}
+
+export interface OrphanQuery {
+  limit: number;
+  /** Unix ms: responses with no owner replica (stored before leases existed) count when not updated since. */
+  unownedUpdatedBefore: number;
+  /** Only this response. */
+  id?: string | undefined;
 }
 
 export interface Store {
@@ -71,13 +107,39 @@ export interface Store {
 
   /** Inserts a response. Throws StoreError on a duplicate id. */
   insertResponse(response: StoredResponse): Promise<void>;
-  /** Replaces the JSON, status (and events when given) of an existing response; false when it does not exist. */
+  /**
+   * Replaces the JSON, status (and events when given) of an unfinished response. The status never
+   * moves backwards, enforced in the SQL: a response that has ended (completed, incomplete, failed,
+   * cancelled) is never written again, and `in_progress` never goes back to `queued`. False when
+   * the response does not exist or the write was refused for that reason.
+   */
   updateResponse(id: string, update: ResponseUpdate): Promise<boolean>;
+  /**
+   * Stores a response's end and its conversation append in one transaction. Throws (nothing
+   * written) when a write fails or the conversation no longer exists (ConversationGone). False
+   * when an `update` was refused because the response had already ended.
+   */
+  finishResponse(ending: ResponseEnding): Promise<boolean>;
   getResponse(id: string): Promise<StoredResponse | undefined>;
   /** Deletes a response; false when it did not exist. */
   deleteResponse(id: string): Promise<boolean>;
   /** Marks a response's cancellation as requested; false when it does not exist. */
   requestCancel(id: string): Promise<boolean>;
+
+  /** Registers or renews a gateway replica's lease: it expires `leaseMs` from now (the store's clock). */
+  renewReplicaLease(replicaId: string, leaseMs: number): Promise<void>;
+  /** Drops a replica's lease (it stops): its unfinished responses are orphans at once. */
+  dropReplicaLease(replicaId: string): Promise<void>;
+  /** Forgets leases that lapsed more than `olderThanMs` ago (an owner that is gone is as dead as a lapsed one). */
+  forgetLapsedReplicas(olderThanMs: number): Promise<number>;
+  /** Unfinished responses whose owner replica's lease lapsed or is gone, oldest first. */
+  listOrphanedResponses(query: OrphanQuery): Promise<OrphanedResponse[]>;
+  /**
+   * Ends an orphan, race-free between replicas: only while it is still unfinished, still owned by
+   * `orphan.ownerReplicaId`, that owner's lease still lapsed, and unchanged since it was read.
+   * False when another replica (or a late owner) got there first.
+   */
+  endOrphanedResponse(orphan: OrphanedResponse, update: ResponseUpdate): Promise<boolean>;
 
   insertConversation(conversation: StoredConversation, items: readonly StoredItem[]): Promise<void>;
   getConversation(id: string): Promise<StoredConversation | undefined>;

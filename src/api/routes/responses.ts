@@ -9,6 +9,7 @@ import type { InputItem } from '../../responses/types.js';
 import { admitCaller, callerOf } from '../caller.js';
 import type { GatewayContext } from '../context.js';
 import { toSluiceError } from '../error-handler.js';
+import { followStoredResponse } from '../follow-stored-response.js';
 import { headerForwarder } from '../forwarded-headers.js';
 import { SSE_HEADERS } from '../relay-stream.js';
 import { RequestObserver } from '../request-observer.js';
@@ -166,14 +167,18 @@ export function responseRoutes(ctx: GatewayContext) {
           return;
         }
         startSse(reply, request.id);
-        const writer = sseEventWriter(reply.raw);
-        const events = stored.eventsJson
-          ? (JSON.parse(stored.eventsJson) as { type: string; sequence_number: number }[])
-          : [];
-        for (const event of events) {
-          if (event.sequence_number > startingAfter) writer.write(JSON.stringify(event), event.type);
-        }
-        if (!reply.raw.writableEnded) reply.raw.end();
+        // Stored, or running on another gateway process: its events so far, then its progress.
+        const caller = callerOf(request);
+        await followStoredResponse(
+          reply.raw,
+          stored,
+          () => service.retrieve(id, caller).catch(() => undefined),
+          {
+            startingAfter: Number.isFinite(startingAfter) ? startingAfter : -1,
+            pollMs: ctx.config.responses.followPollMs,
+            maxMs: ctx.config.timeouts.deadlineMs + ctx.config.responses.leaseMs,
+          },
+        );
         return;
       }
       reply.type('application/json').send(stored.json);
