@@ -61,12 +61,17 @@ export function classifyRequestError(
   return new InternalError(`Upstream request to ${workerId} failed: ${message}`);
 }
 
-/** What an attempt's failure says about the worker, for its circuit breaker. */
+/**
+ * What an attempt's failure says, for the circuit breakers: a connection that could not be made
+ * or broke before any answer is the worker's (its own circuit, shared by all its models); an
+ * error status, an error frame, or a stream that broke, stalled or was malformed is a failure of
+ * the request's model on that worker (that model's circuit only).
+ */
 export function outcomeOf(err: SluiceError): AttemptOutcome {
-  if (err instanceof UpstreamHttpError) return err.upstreamStatus >= 500 ? 'worker_failure' : 'neutral';
-  if (err instanceof UpstreamErrorFrame) return err.retryable ? 'worker_failure' : 'neutral';
+  if (err instanceof UpstreamConnectError) return 'worker_failure';
+  if (err instanceof UpstreamHttpError) return err.upstreamStatus >= 500 ? 'model_failure' : 'neutral';
+  if (err instanceof UpstreamErrorFrame) return err.retryable ? 'model_failure' : 'neutral';
   if (
-    err instanceof UpstreamConnectError ||
     err instanceof UpstreamHeadersTimeout ||
     err instanceof UpstreamBadResponse ||
     err instanceof RequestStreamClosed ||
@@ -74,7 +79,7 @@ export function outcomeOf(err: SluiceError): AttemptOutcome {
     err instanceof MalformedChunk ||
     err instanceof UpstreamReadError
   ) {
-    return 'worker_failure';
+    return 'model_failure';
   }
   // Deadlines, client disconnects, shutdown and 4xx say nothing about the worker's health.
   return 'neutral';
