@@ -196,3 +196,65 @@ describe('edge cases of client requests', () => {
     for (const r of recent) expect(r).toMatchObject({ status: 499, outcome: 'client_gone' });
   });
 });
+
+describe('usage chunks after a mid-stream resume, with API keys', () => {
+  const fx = perTest();
+
+  it('a client that did not ask for usage never sees a usage chunk, resumed or not', async () => {
+    const workers = await fx.mocks(2, { tokensPerSecond: 0 });
+    workers[0]!.setFault('reset_after:3');
+    const gateway = await fx.gateway({
+      workers: workers.map((w, i) => ({ url: w.url, id: `w${i}` })),
+      routing: { policy: 'round_robin' },
+    });
+    const created = await post(`${gateway.url}/admin/keys`, { name: 'usage' });
+    expect(created.status).toBe(201);
+    const { key, id } = created.json() as { key: string; id: string };
+    const auth = { authorization: `Bearer ${key}`, 'x-sluice-resume': 'on' };
+    const chunksOf = (text: string) =>
+      sseData(text)
+        .filter((e) => e !== '[DONE]')
+        .map((e) => JSON.parse(e) as { choices: unknown[]; usage?: unknown });
+    // Round robin: streams that start on w0 break there and are resumed on w1.
+    for (const [i, api] of [
+      ['chat', '/v1/chat/completions'],
+      ['plain', '/v1/chat/completions'],
+      ['completions', '/v1/completions'],
+      ['plain', '/v1/completions'],
+    ].entries()) {
+      const body =
+        api[1] === '/v1/chat/completions'
+          ? chatBody({ stream: true, max_tokens: 8 })
+          : { model: 'mock-model', prompt: 'once', stream: true, max_tokens: 8 };
+      const res = await post(`${gateway.url}${api[1]}`, body, { ...auth, 'x-request-id': `u-${i}` });
+      expect(res.status).toBe(200);
+      const chunks = chunksOf(res.text);
+      expect(sseData(res.text).at(-1), api[1]).toBe('[DONE]');
+      expect(
+        chunks.filter((c) => c.usage != null),
+        `${api[0]} ${api[1]}`,
+      ).toHaveLength(0);
+    }
+    // Resume really happened: every stream w0 started (and broke) was resumed on w1.
+    expect(workers[0]!.stats.requests).toBeGreaterThan(0);
+    expect(await metric(gateway.url, 'sluice_stream_resumes_total', { outcome: 'resumed' })).toBe(
+      workers[0]!.stats.requests,
+    );
+    // A client that asks for usage gets one usage chunk, summed over the attempts.
+    const asked = await post(
+      `${gateway.url}/v1/chat/completions`,
+      chatBody({ stream: true, max_tokens: 8, stream_options: { include_usage: true } }),
+      { ...auth, 'x-request-id': 'u-asked' },
+    );
+    const usageChunks = chunksOf(asked.text).filter((c) => c.usage != null);
+    expect(usageChunks).toHaveLength(1);
+    expect(usageChunks[0]!.usage).toMatchObject({ completion_tokens: 8 });
+    // The key was charged for every request all the same.
+    const usage = (await (await fetch(`${gateway.url}/admin/keys/${id}/usage`)).json()) as {
+      requests: number;
+      completion_tokens: number;
+    };
+    expect(usage.requests).toBe(5);
+    expect(usage.completion_tokens).toBe(40);
+  });
+});
