@@ -23,8 +23,6 @@ export class Attempt {
   /** This attempt's client span (tracing on and the request sampled), ended on release. */
   span: AttemptTrace | undefined;
   private released = false;
-  /** Admitted although its circuits were open: every worker of the model was ejected (panic mode). */
-  panic = false;
 
   constructor(
     readonly api: ApiName,

@@ -94,10 +94,7 @@ export class Dispatcher {
   /** Opens a stream that has produced its first output chunk. */
   openStream(req: DispatchRequest): Promise<OpenedStream> {
     const timeouts = this.settings.timeouts(req.model);
-    const itl = this.metrics.interTokenLatency.labels({
-      route: req.api,
-      model: this.metrics.modelLabel(req.model),
-    });
+    const itl = this.metrics.interTokenLatency.labels({ route: req.api, model: req.model });
     return this.withRetries(req, async (attempt) => {
       const response = await this.send(req, attempt, timeouts.headersMs);
       const stream = new EngineStream(response.body, {
@@ -329,7 +326,6 @@ export class Dispatcher {
     }
     const requestId = n === 0 ? req.requestId : `${req.requestId}-retry${n}`;
     const attempt = new Attempt(req.api, worker, requestId, rank, n, this.requests, req.model);
-    attempt.panic = panic;
     try {
       this.requests.register({ requestId, workerId: worker.id, close: (error) => attempt.close(error) });
     } catch (err) {
