@@ -180,19 +180,42 @@ describe('edge cases of client requests', () => {
       await pending.catch(() => undefined);
       await eventually(() => workers[0]!.stats.inflight === 0);
     }
+    // A background response watched over SSE: the client leaves, the response goes on without it.
+    const controller = new AbortController();
+    const watched = await fetch(`${gateway.url}/v1/responses`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'mock-model',
+        input: 'hi',
+        max_output_tokens: 10,
+        stream: true,
+        background: true,
+      }),
+      signal: controller.signal,
+    });
+    const reader = watched.body!.getReader();
+    const first = new TextDecoder().decode((await reader.read()).value);
+    const id = /"id":"(resp_[^"]+)"/.exec(first)![1]!;
+    controller.abort();
+    await eventually(async () => {
+      const stored = (await (await fetch(`${gateway.url}/v1/responses/${id}`)).json()) as { status: string };
+      return stored.status === 'incomplete';
+    }, 5_000);
+
     await eventually(
       async () =>
-        (await metric(gateway.url, 'sluice_requests_total', { route: 'responses', status: '499' })) === 2,
+        (await metric(gateway.url, 'sluice_requests_total', { route: 'responses', status: '499' })) === 3,
     );
     expect(await metric(gateway.url, 'sluice_requests_total', { route: 'responses', status: '200' })).toBe(0);
     expect(
       await metric(gateway.url, 'sluice_client_disconnects_total', { api: 'responses', model: 'mock-model' }),
-    ).toBe(2);
+    ).toBe(3);
     const snapshot = (await (await fetch(`${gateway.url}/dashboard/data`)).json()) as {
       recent: { route: string; status: number; outcome: string }[];
     };
     const recent = snapshot.recent.filter((r) => r.route === 'responses');
-    expect(recent).toHaveLength(2);
+    expect(recent).toHaveLength(3);
     for (const r of recent) expect(r).toMatchObject({ status: 499, outcome: 'client_gone' });
   });
 });
