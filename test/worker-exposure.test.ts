@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfig } from '../src/config/load.js';
+import { loadConfig, parseConfig } from '../src/config/load.js';
+import { Worker } from '../src/workers/worker.js';
 import { chatBody, perTest, post, sseData } from './helpers/gateway.js';
 
 interface ErrorBody {
@@ -114,6 +115,32 @@ describe('which worker served a request, as clients see it', () => {
     const admin = (await (await fetch(`${gateway.url}/admin/workers`)).json()) as { data: { id: string }[] };
     expect(admin.data[0]!.id).toBe('gpu-secret');
     expect(await (await fetch(`${gateway.url}/metrics`)).text()).toContain('worker="gpu-secret"');
+  });
+
+  it('redaction replaces whole names only', () => {
+    const config = parseConfig({});
+    const make = (exposed: boolean) =>
+      new Worker(
+        { url: 'http://vllm:8000' },
+        config.workerDefaults,
+        config.breaker,
+        'static',
+        undefined,
+        'worker-7',
+        undefined,
+        exposed,
+      );
+    const shown = make(true);
+    const hidden = make(false);
+    const message =
+      'Could not reach worker vllm:8000: getaddrinfo ENOTFOUND vllm (vllm-engine at http://vllm:8000)';
+    expect(shown.redact(message)).toBe(
+      'Could not reach worker worker-7: getaddrinfo ENOTFOUND worker-7 (vllm-engine at worker-7)',
+    );
+    expect(hidden.redact(message)).toBe('Could not reach the worker: getaddrinfo ENOTFOUND (vllm-engine at)');
+    expect(hidden.redact('Worker vllm:8000 answered HTTP 500.')).toBe('The worker answered HTTP 500.');
+    void shown.close(false);
+    void hidden.close(false);
   });
 
   it('SLUICE_EXPOSE_WORKER sets server.exposeWorker', () => {

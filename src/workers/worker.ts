@@ -132,16 +132,18 @@ export class Worker {
     let out = message;
     for (const name of this.internalNames) {
       if (!out.includes(name)) continue;
+      // Whole names only: `vllm` is not cut out of `vllm-engine`, nor 10.0.0.5 out of 10.0.0.50.
+      const escaped = name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      const whole = `(?<![A-Za-z0-9_.-])${escaped}(?![A-Za-z0-9_-])`;
       if (this.clientName !== undefined) {
-        out = out.split(name).join(this.clientName);
+        out = out.replace(new RegExp(whole, 'g'), this.clientName);
         continue;
       }
-      const escaped = name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
       out = out
-        .replace(new RegExp(`\\b(W|w)orker ${escaped}`, 'g'), (_m, w: string) =>
+        .replace(new RegExp(`\\b(W|w)orker ${whole}`, 'g'), (_m, w: string) =>
           w === 'W' ? 'The worker' : 'the worker',
         )
-        .replace(new RegExp(`\\s*${escaped}`, 'g'), '');
+        .replace(new RegExp(`\\s*${whole}`, 'g'), '');
     }
     return out;
   }
