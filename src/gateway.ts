@@ -52,11 +52,24 @@ export class Gateway {
     const router = new Router(config, settings);
     const registry = new WorkerRegistry(config, {
       onRemoved: (worker) => router.removeWorker(worker.id),
-      onCircuitChange: (worker, state) => {
-        metrics.circuitTransitions.inc({ worker: worker.id, state });
-        log.warn({ worker: worker.id, state }, 'circuit state changed');
+      onCircuitChange: (worker, state, model) => {
+        const label = model === undefined ? '' : metrics.modelLabel(model);
+        metrics.circuitTransitions.inc({ worker: worker.id, model: label, state });
+        log.warn(
+          { worker: worker.id, model: model === undefined ? undefined : label, state },
+          'circuit state changed',
+        );
+      },
+      onEjectionRefused: (worker, model) => {
+        const label = metrics.modelLabel(model);
+        metrics.ejectionsRefused.inc({ worker: worker.id, model: label });
+        log.warn(
+          { worker: worker.id, model: label, maxEjectionPercent: config.breaker.maxEjectionPercent },
+          'circuit kept closed: the model already has its maximum share of workers ejected',
+        );
       },
     });
+    metrics.bindModels((model) => registry.knowsModel(model));
     metrics.bindWorkers(() => registry.list().map((w) => w.snapshot()));
     const health = new HealthChecker(registry, config.health, log);
     const requests = new RequestRegistry();

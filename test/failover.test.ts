@@ -52,7 +52,8 @@ describe('retries and failover before the first byte', () => {
           });
           expect(res.status).toBe(200);
           if (stream) expect(sseData(res.text).at(-1)).toBe('[DONE]');
-          expect(res.headers.get('x-sluice-worker')).toBe(new URL(workers[1]!.url).host);
+          // Clients see a worker's opaque public id (workers without an id: worker-<n>), never host:port.
+          expect(res.headers.get('x-sluice-worker')).toBe('worker-2');
         }
       }
       const failedIds = workers[0]!.stats.requestIds;
@@ -143,7 +144,8 @@ describe('retries and failover before the first byte', () => {
     const gw = await setup(['delay_headers:1000', undefined], { timeouts: { headersMs: 150 } });
     const res = await post(`${gw.url}/v1/chat/completions`, chatBody({ stream: true, max_tokens: 2 }));
     expect(res.status).toBe(200);
-    expect(res.headers.get('x-sluice-worker')).toBe(new URL(workers[1]!.url).host);
+    // Clients see a worker's opaque public id (workers without an id: worker-<n>), never host:port.
+    expect(res.headers.get('x-sluice-worker')).toBe('worker-2');
   });
 });
 

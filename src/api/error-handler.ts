@@ -41,10 +41,26 @@ export function toSluiceError(err: unknown, bodyLimit: number): SluiceError {
   return new InternalError();
 }
 
+/** Codes of a body refused before any route saw it (so no request line logs it). */
+const BODY_CODES = new Set(['invalid_json', 'payload_too_large', 'unsupported_media_type']);
+
 export function installErrorHandlers(app: FastifyInstance, log: Logger, bodyLimit: number): void {
   app.setErrorHandler((err, request, reply) => {
     const error = toSluiceError(err, bodyLimit);
     if (error instanceof InternalError) log.error({ err, requestId: request.id }, 'unexpected error');
+    else if (BODY_CODES.has(error.code)) {
+      log.info(
+        {
+          requestId: request.id,
+          method: request.method,
+          route: request.routeOptions.url,
+          status: error.status,
+          code: error.code,
+          cause: error.message.slice(0, 300),
+        },
+        'request body rejected',
+      );
+    }
     if (reply.sent || reply.raw.headersSent) return;
     reply.code(error.status).headers(error.headers()).send(error.toBody());
   });

@@ -14,6 +14,8 @@ export interface RelayOptions {
   requestId: string;
   /** Aborted when the client went away (perhaps before this relay took the stream over). */
   clientGone: AbortSignal;
+  /** Whether the answer names its worker (`X-Sluice-Worker`, its public id). */
+  showWorker: boolean;
   /** Called once, when the first bytes are written to the client. */
   onFirstWrite?: () => void;
   /** Sees every parsed chunk relayed (usage accounting, logs). */
@@ -57,10 +59,11 @@ export function relayStream(
       onClose();
       return;
     }
+    const shown = options.showWorker ? stream.clientWorker : undefined;
     res.writeHead(200, {
       ...SSE_HEADERS,
       'x-request-id': options.requestId,
-      'x-sluice-worker': stream.worker,
+      ...(shown === undefined ? {} : { 'x-sluice-worker': shown }),
     });
     options.onFirstWrite?.();
     const onChunk = options.onChunk;

@@ -1,17 +1,21 @@
 import type { Logger } from '../observability/logger.js';
 import type { ApiName, GatewayMetrics } from '../observability/metrics.js';
+import { requestedModel, UNKNOWN_MODEL } from '../observability/model-label.js';
 import type { RequestTrace } from '../observability/tracing.js';
 
 /**
  * Records one client request: the in-flight gauge while it runs, then one log line and the
  * request counter and latency histograms when it ends. Labels stay bounded: a model nobody
- * serves is counted as `unknown`, never under the client's string. With tracing on, the
+ * serves is counted and logged as `unknown` (`GatewayMetrics.modelLabel`), never under the
+ * client's string, which the log line keeps, cut short, as `requestedModel`. With tracing on, the
  * request's server span gets the same first byte and terminal outcome.
  */
 export class RequestObserver {
   private readonly startedAt = performance.now();
   private done = false;
-  model = 'unknown';
+  private label = UNKNOWN_MODEL;
+  /** The client's model string when it is not a known model (cut short), for the log line. */
+  private requested: string | undefined;
   worker: string | undefined;
   upstreamRequestId: string | undefined;
   attempts = 0;
@@ -26,6 +30,17 @@ export class RequestObserver {
     readonly requestId: string,
   ) {
     metrics.inflight.inc({ route });
+  }
+
+  /** The model's label (`unknown` unless a worker serves it). */
+  get model(): string {
+    return this.label;
+  }
+
+  /** Notes the model the client asked for (anything: only a known model becomes a label). */
+  set model(model: unknown) {
+    this.label = this.metrics.modelLabel(model);
+    this.requested = this.label === model ? undefined : requestedModel(model);
   }
 
   firstByte(): void {
@@ -50,6 +65,7 @@ export class RequestObserver {
       requestId: this.requestId,
       route: this.route,
       model: this.model,
+      requestedModel: this.requested,
       status,
       outcome,
       worker: this.worker,

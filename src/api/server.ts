@@ -1,8 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
-import { GatewayShuttingDown } from '../errors/http-errors.js';
+import type { Server, ServerResponse } from 'node:http';
+import type { Socket } from 'node:net';
+import Fastify, {
+  type FastifyBaseLogger,
+  type FastifyInstance,
+  type FastifyReply,
+  LogController,
+} from 'fastify';
+import { GatewayShuttingDown, InvalidRequest } from '../errors/http-errors.js';
 import type { GatewayContext } from './context.js';
-import { installErrorHandlers } from './error-handler.js';
+import { installErrorHandlers, toSluiceError } from './error-handler.js';
 import { adminKeyRoutes } from './routes/admin-keys.js';
 import { adminModelRoutes } from './routes/admin-models.js';
 import { adminWorkerRoutes } from './routes/admin-workers.js';
@@ -22,6 +29,60 @@ function requestId(header: string | string[] | undefined): string {
   return `req_${randomUUID().replaceAll('-', '')}`;
 }
 
+/** After a client's FIN, when to probe whether it still reads (see keepHalfClosedClients). */
+const HALF_CLOSE_PROBES_MS = [0, 50, 1_000];
+
+/**
+ * A client that half-closes its socket after sending its request (TCP FIN, `socket.end()`) still
+ * reads the answer: a readable end is not a disconnect, only a closed socket is. A FIN looks the
+ * same whether the client half-closed or closed for good, so while its answer has not started
+ * the gateway probes with an interim `102 Processing` (which HTTP/1.1 clients skip): a client
+ * that is gone answers with a reset, the next write fails, the socket closes, and the request is
+ * aborted as for any client that went away. Once the answer has started, its own writes do that.
+ */
+function keepHalfClosedClients(server: Server): void {
+  // node:http reads this field of its server when a socket ends; it is not in @types/node.
+  (server as { httpAllowHalfOpen?: boolean }).httpAllowHalfOpen = true;
+  server.on('connection', (socket: Socket) => {
+    socket.once('end', () => {
+      for (const ms of HALF_CLOSE_PROBES_MS) {
+        const probe = () => {
+          // The response in progress on this connection (node:http's own field).
+          const res = (socket as { _httpMessage?: ServerResponse })._httpMessage;
+          if (!res || res.headersSent || res.destroyed || socket.destroyed) return;
+          if (res.req.httpVersionMajor !== 1 || res.req.httpVersionMinor < 1) return;
+          res.writeProcessing();
+        };
+        if (ms === 0) probe();
+        else setTimeout(probe, ms).unref();
+      }
+    });
+  });
+}
+
+/** How deeply a request body's arrays and objects may nest. */
+export const MAX_JSON_DEPTH = 128;
+
+/** Whether the JSON `text` (already known to parse) nests arrays and objects deeper than `limit`. */
+export function nestedDeeperThan(text: string, limit: number): boolean {
+  // Nesting deeper than `limit` takes more than 2 * limit brackets.
+  if (text.length <= 2 * limit) return false;
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92)
+        i++; // a backslash escapes the next character
+      else if (c === 34) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 123 || c === 91) {
+      if (++depth > limit) return true;
+    } else if (c === 125 || c === 93) depth--;
+  }
+  return false;
+}
+
 export function buildServer(ctx: GatewayContext): FastifyInstance {
   const app = Fastify({
     loggerInstance: ctx.log as FastifyBaseLogger,
@@ -35,16 +96,46 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
     return503OnClosing: true,
     // By close() every stream has been ended (shutdown drains first): whatever is left is cut.
     forceCloseConnections: true,
+    // A URL the router cannot decode (bad percent-encoding, an overlong parameter) gets an
+    // OpenAI-shaped error like any other.
+    frameworkErrors: (error, _request, reply) => {
+      const mapped =
+        error.code === 'FST_ERR_BAD_URL'
+          ? new InvalidRequest(
+              'The request URL is not valid: it has a malformed percent-encoding.',
+              null,
+              'invalid_url',
+            )
+          : error.code === 'FST_ERR_MAX_PARAM_LENGTH'
+            ? new InvalidRequest('A path parameter of the request URL is too long.', null, 'invalid_url', 414)
+            : toSluiceError(error, ctx.config.server.bodyLimitBytes);
+      const raw = reply as unknown as FastifyReply;
+      raw.code(mapped.status).headers(mapped.headers()).send(mapped.toBody());
+    },
   });
+  keepHalfClosedClients(app.server);
   // Plain JSON.parse: the body is only read and forwarded, never merged into other objects, so
   // the prototype-poisoning scan of fastify's default parser buys nothing on this hot path.
   app.removeAllContentTypeParsers();
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     try {
+      const text = body as string;
       // A DELETE or GET sent with a JSON content type and nothing in it has no body, not a bad one.
-      const empty =
-        (body as string).length === 0 && (request.method === 'DELETE' || request.method === 'GET');
-      done(null, empty ? undefined : JSON.parse(body as string));
+      const empty = text.length === 0 && (request.method === 'DELETE' || request.method === 'GET');
+      const parsed: unknown = empty ? undefined : JSON.parse(text);
+      // Deeper than this, serializing the body again (to the engine) would overflow the stack.
+      if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
+        done(
+          new InvalidRequest(
+            `The request body is not valid JSON: it is nested more than ${MAX_JSON_DEPTH} levels deep.`,
+            null,
+            'invalid_json',
+          ),
+          undefined,
+        );
+        return;
+      }
+      done(null, parsed);
     } catch (err) {
       (err as { statusCode?: number }).statusCode = 400;
       done(err as Error, undefined);

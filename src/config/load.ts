@@ -38,6 +38,7 @@ const ENV_PATHS: Record<string, { path: string[]; kind: 'string' | 'number' | 'b
   SLUICE_BODY_LIMIT_BYTES: { path: ['server', 'bodyLimitBytes'], kind: 'number' },
   SLUICE_SHUTDOWN_GRACE_MS: { path: ['server', 'shutdownGraceMs'], kind: 'number' },
   SLUICE_PROCESSES: { path: ['server', 'processes'], kind: 'number' },
+  SLUICE_EXPOSE_WORKER: { path: ['server', 'exposeWorker'], kind: 'boolean' },
   SLUICE_LOG_LEVEL: { path: ['log', 'level'], kind: 'string' },
   SLUICE_LOG_FORMAT: { path: ['log', 'format'], kind: 'string' },
   SLUICE_POLICY: { path: ['routing', 'policy'], kind: 'string' },

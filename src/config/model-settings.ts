@@ -13,7 +13,18 @@ export class ModelSettings {
 
   constructor(private readonly config: SluiceConfig) {}
 
+  /** What every model without its own entry gets (one object: a client's model string is never a key). */
+  private defaults: Resolved | undefined;
+
   private resolve(model: string): Resolved {
+    if (!Object.hasOwn(this.config.models, model)) {
+      this.defaults ??= {
+        policy: this.config.routing.policy,
+        timeouts: { ...this.config.timeouts },
+        resume: { ...this.config.resume },
+      };
+      return this.defaults;
+    }
     let settings = this.cache.get(model);
     if (!settings) {
       const own = this.config.models[model];

@@ -90,6 +90,13 @@ export const configSchema = z.strictObject({
       forwardHeaders: z
         .array(z.string().regex(/^[a-z0-9-]+\*?$/, 'a lower-case header name, optionally ending in *'))
         .default(['traceparent', 'tracestate', 'baggage']),
+      /**
+       * Whether API clients learn which worker served them: the `X-Sluice-Worker` header and
+       * worker names in error messages (the configured id, else an opaque `worker-<n>`, never the
+       * worker's host and port). Off: no header, and worker names are cut from client errors.
+       * Logs, metrics and the admin API always use the real worker id.
+       */
+      exposeWorker: z.boolean().default(true),
     })
     .prefault({}),
   log: z
@@ -131,6 +138,12 @@ export const configSchema = z.strictObject({
       failureThreshold: positiveInt.default(5),
       /** How long an open circuit rejects before one half-open probe is let through. */
       cooldownMs: positiveInt.default(10_000),
+      /**
+       * At most this share of a model's workers is ejected for that model's failures at once
+       * (at least one). When every worker of a model is ejected, requests go to them anyway
+       * (panic mode) rather than failing with 503.
+       */
+      maxEjectionPercent: z.number().min(0).max(100).default(50),
     })
     .prefault({}),
   retry: z

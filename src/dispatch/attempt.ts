@@ -5,8 +5,12 @@ import type { EngineStream } from '../streams/engine-stream.js';
 import type { RequestRegistry } from '../streams/request-registry.js';
 import type { Worker } from '../workers/worker.js';
 
-/** How an attempt ended, as far as the worker's circuit breaker is concerned. */
-export type AttemptOutcome = 'success' | 'worker_failure' | 'neutral';
+/**
+ * How an attempt ended, as far as the circuit breakers are concerned: `worker_failure` is the
+ * worker's (no connection, no answer at all), `model_failure` the request's model's on that
+ * worker (an error status, an error frame, a broken or stalled stream).
+ */
+export type AttemptOutcome = 'success' | 'worker_failure' | 'model_failure' | 'neutral';
 
 /**
  * One upstream request to one worker, with its own fresh request id. Holds the worker's
@@ -27,6 +31,7 @@ export class Attempt {
     readonly rank: number,
     readonly number: number,
     private readonly registry: RequestRegistry,
+    readonly model: string,
   ) {
     worker.rankStarted(rank);
   }
@@ -59,8 +64,21 @@ export class Attempt {
     this.registry.unregister(this.requestId);
     this.worker.rankEnded(this.rank);
     this.worker.limiter.release();
-    if (outcome === 'success') this.worker.breaker.recordSuccess();
-    else if (outcome === 'worker_failure') this.worker.breaker.recordFailure();
-    else this.worker.breaker.release();
+    const own = this.worker.breaker;
+    const model = this.worker.modelBreaker(this.model);
+    if (outcome === 'success') {
+      own.recordSuccess();
+      model.recordSuccess();
+    } else if (outcome === 'model_failure') {
+      // The worker answered: its connection is fine; the model's requests are failing on it.
+      own.recordSuccess();
+      model.recordFailure();
+    } else if (outcome === 'worker_failure') {
+      own.recordFailure();
+      model.release();
+    } else {
+      own.release();
+      model.release();
+    }
   }
 }

@@ -65,12 +65,18 @@ export function classifyRequestError(
   return new InternalError(`Upstream request to ${workerId} failed: ${message}`);
 }
 
-/** What an attempt's failure says about the worker, for its circuit breaker. */
+/**
+ * What an attempt's failure says, for the circuit breakers: a connection that could not be made
+ * or broke before any answer is the worker's (its own circuit, shared by all its models); an
+ * error status, an error frame, or a stream that broke, stalled or was malformed is a failure of
+ * the request's model on that worker (that model's circuit only).
+ */
 export function outcomeOf(err: SluiceError): AttemptOutcome {
-  if (err instanceof UpstreamHttpError) return err.upstreamStatus >= 500 ? 'worker_failure' : 'neutral';
-  if (err instanceof UpstreamErrorFrame) return err.retryable ? 'worker_failure' : 'neutral';
+  // The worker itself: unreachable, or refusing the gateway's credentials for every model.
+  if (err instanceof UpstreamConnectError || err instanceof UpstreamAuthRejected) return 'worker_failure';
+  if (err instanceof UpstreamHttpError) return err.upstreamStatus >= 500 ? 'model_failure' : 'neutral';
+  if (err instanceof UpstreamErrorFrame) return err.retryable ? 'model_failure' : 'neutral';
   if (
-    err instanceof UpstreamConnectError ||
     err instanceof UpstreamHeadersTimeout ||
     err instanceof UpstreamBadResponse ||
     err instanceof RequestStreamClosed ||
@@ -78,11 +84,10 @@ export function outcomeOf(err: SluiceError): AttemptOutcome {
     err instanceof MalformedChunk ||
     err instanceof UpstreamReadError ||
     err instanceof EngineFinishFailure ||
-    err instanceof UpstreamAuthRejected ||
     err instanceof UpstreamUnexpectedStatus ||
     (err instanceof UpstreamLimitExceeded && err.what !== 'body')
   ) {
-    return 'worker_failure';
+    return 'model_failure';
   }
   // Deadlines, client disconnects, shutdown and 4xx say nothing about the worker's health.
   return 'neutral';

@@ -70,6 +70,7 @@ export interface CompletedResponse {
 }
 
 const ERROR_BODY_LIMIT = 64 * 1024;
+const PANIC_LOG_INTERVAL_MS = 10_000;
 
 /**
  * Sends a request to a worker of its model and retries, with backoff and on another worker when
@@ -78,6 +79,8 @@ const ERROR_BODY_LIMIT = 64 * 1024;
  * upstream request id.
  */
 export class Dispatcher {
+  private readonly panicLoggedAt = new Map<string, number>();
+
   constructor(
     private readonly config: SluiceConfig,
     private readonly settings: ModelSettings,
@@ -137,11 +140,12 @@ export class Dispatcher {
     const settings = this.settings.resume(req.model);
     if (!(override ?? settings.enabled)) return undefined;
     const resumes = this.metrics.streamResumes;
+    const model = this.metrics.modelLabel(req.model);
     return {
       maxAttempts: settings.maxAttempts,
       requestId: req.requestId,
       log: this.log,
-      count: (outcome) => resumes.inc({ model: req.model, outcome }),
+      count: (outcome) => resumes.inc({ model, outcome }),
       open: (continuation) => {
         const next = continuationBody(req.api, body, continuation);
         if (!next) return Promise.reject(new NoWorkerAvailable(req.model, 1, 'no continuation can be built'));
@@ -259,10 +263,12 @@ export class Dispatcher {
         attempt.release(outcomeOf(err), err);
         this.metrics.upstreamAttempts.inc({ worker: attempt.worker.id, outcome: err.code });
         if (isUnreachable(err)) this.health.reportUnreachable(attempt.worker, err.message);
+        // What leaves the dispatcher may reach the client: no internal host:port in it.
+        attempt.worker.redactError(err);
         if (!err.retryable || req.signal.aborted) throw err;
         lastError = err;
         if (n + 1 < maxAttempts) {
-          this.metrics.retries.inc({ model: req.model, code: err.code });
+          this.metrics.retries.inc({ model: this.metrics.modelLabel(req.model), code: err.code });
           this.log.warn(
             {
               requestId: req.requestId,
@@ -290,16 +296,26 @@ export class Dispatcher {
     const exclude = req.exclude;
     const serving = this.registry.forModel(req.model);
     const all = this.withRank(exclude ? serving.filter((w) => !exclude.has(w.id)) : serving, req.rank);
-    const admitting = all.filter((w) => w.healthy && w.breaker.canAdmit());
+    const healthy = all.filter((w) => w.healthy);
+    let admitting = healthy.filter((w) => w.admits(req.model));
+    // Panic mode: the circuits never cause a total outage; with every healthy worker of the model
+    // ejected, the request goes to them anyway.
+    const panic = admitting.length === 0 && healthy.length > 0;
+    if (panic) {
+      admitting = healthy;
+      this.notePanic(req);
+    }
     if (admitting.length === 0) {
       const causes = [...new Set(all.map((w) => w.downCause).filter((c): c is string => c !== null))];
-      const reason = all.some((w) => w.healthy)
-        ? 'every circuit is open'
-        : causes.length > 0
-          ? `no healthy worker: ${causes.join('; ')}`
-          : 'no healthy worker';
-      this.metrics.admissionRejections.inc({ model: req.model, code: 'no_worker_available' });
-      throw new NoWorkerAvailable(req.model, 1, reason);
+      this.metrics.admissionRejections.inc({
+        model: this.metrics.modelLabel(req.model),
+        code: 'no_worker_available',
+      });
+      throw new NoWorkerAvailable(
+        req.model,
+        1,
+        causes.length > 0 ? `no healthy worker: ${causes.join('; ')}` : 'no healthy worker',
+      );
     }
     const withRoom = admitting.filter((w) => w.limiter.canQueue);
     if (withRoom.length === 0) {
@@ -307,7 +323,7 @@ export class Dispatcher {
         admitting[0]!.id,
         Math.max(1, Math.ceil(admitting[0]!.limiter.queueTimeoutMs / 1000)),
       );
-      this.metrics.admissionRejections.inc({ model: req.model, code: full.code });
+      this.metrics.admissionRejections.inc({ model: this.metrics.modelLabel(req.model), code: full.code });
       throw full;
     }
     const untried = withRoom.filter((w) => !tried.has(w.id));
@@ -320,15 +336,17 @@ export class Dispatcher {
       await worker.limiter.acquire(req.signal);
     } catch (err) {
       if (req.signal.aborted) throw new ClientDisconnected();
-      if (isSluiceError(err)) this.metrics.admissionRejections.inc({ model: req.model, code: err.code });
+      if (isSluiceError(err))
+        this.metrics.admissionRejections.inc({ model: this.metrics.modelLabel(req.model), code: err.code });
       throw err;
     }
-    if (!worker.breaker.tryAdmit()) {
+    const admitted = panic || this.tryAdmit(worker, req.model);
+    if (!admitted) {
       worker.limiter.release();
       throw new NoWorkerAvailable(req.model, 1, 'circuit open');
     }
     const requestId = n === 0 ? req.requestId : `${req.requestId}-retry${n}`;
-    const attempt = new Attempt(req.api, worker, requestId, rank, n, this.requests);
+    const attempt = new Attempt(req.api, worker, requestId, rank, n, this.requests, req.model);
     try {
       this.requests.register({ requestId, workerId: worker.id, close: (error) => attempt.close(error) });
     } catch (err) {
@@ -336,6 +354,27 @@ export class Dispatcher {
       throw err;
     }
     return attempt;
+  }
+
+  /** Takes the right to send one request through the worker's own circuit and the model's. */
+  private tryAdmit(worker: Worker, model: string): boolean {
+    if (!worker.breaker.tryAdmit()) return false;
+    if (worker.modelBreaker(model).tryAdmit()) return true;
+    worker.breaker.release();
+    return false;
+  }
+
+  /** Counts a request routed in panic mode, and says so in the log at most every 10 s per model. */
+  private notePanic(req: DispatchRequest): void {
+    const model = this.metrics.modelLabel(req.model);
+    this.metrics.breakerPanics.inc({ model });
+    const now = Date.now();
+    if ((this.panicLoggedAt.get(model) ?? 0) + PANIC_LOG_INTERVAL_MS > now) return;
+    this.panicLoggedAt.set(model, now);
+    this.log.warn(
+      { requestId: req.requestId, model },
+      'every worker of the model is ejected by its circuit breaker: routing to them anyway (panic mode)',
+    );
   }
 
   /** The workers that have the data-parallel rank a request asks for (all of them when it asks for none). */

@@ -5,6 +5,7 @@ import type { Logger } from '../observability/logger.js';
 import type { ParsedChunk, Usage } from '../streams/chat-stream-tracker.js';
 import type { EngineStreamSink } from '../streams/engine-stream.js';
 import { parseSseFields, SseSplitter } from '../streams/sse-splitter.js';
+import type { Worker } from '../workers/worker.js';
 import { outcomeOf } from './classify-upstream-error.js';
 import type { OpenedStream } from './dispatcher.js';
 
@@ -86,6 +87,7 @@ export class ResumableStream {
   private paused = false;
   private lastUsage: Usage | undefined;
   readonly workers: string[];
+  private readonly attempts: Worker[];
   private readonly failed = new Set<string>();
 
   constructor(
@@ -95,10 +97,19 @@ export class ResumableStream {
   ) {
     this.current = first;
     this.workers = [first.attempt.worker.id];
+    this.attempts = [first.attempt.worker];
   }
 
   get worker(): string {
     return this.current.attempt.worker.id;
+  }
+  /** The current worker as API clients may see it (undefined: hidden). */
+  get clientWorker(): string | undefined {
+    return this.current.attempt.worker.clientName;
+  }
+  /** The workers of every attempt as API clients may see them (empty: hidden). */
+  get clientWorkers(): string[] {
+    return this.attempts.flatMap((w) => (w.clientName === undefined ? [] : [w.clientName]));
   }
   get resumes(): number {
     return this.workers.length - 1;
@@ -154,9 +165,11 @@ export class ResumableStream {
           }
           return;
         }
+        // A continuation's usage chunk (summed over the attempts) is counted all the same, and
+        // shown only to a client that asked for usage, as on the first attempt.
         const rewritten = chunks
           .map((chunk) => this.rewrite(chunk))
-          .filter((c): c is ParsedChunk => c !== undefined);
+          .filter((c): c is ParsedChunk => c !== undefined && !(this.options.dropUsage && isUsageOnly(c)));
         if (rewritten.length > 0) {
           sink.onEvents(
             Buffer.from(rewritten.map((c) => `data: ${JSON.stringify(c)}\n\n`).join('')),
@@ -293,6 +306,7 @@ export class ResumableStream {
     }
     this.current = next;
     this.workers.push(next.attempt.worker.id);
+    this.attempts.push(next.attempt.worker);
     plan.count('resumed');
     plan.log.warn(
       {

@@ -2,6 +2,7 @@ import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom
 import type { StreamFailureReason } from '../errors/stream-errors.js';
 import type { CircuitState } from '../workers/circuit-breaker.js';
 import type { WorkerSnapshot } from '../workers/worker.js';
+import { modelLabel } from './model-label.js';
 import { RecentRequests } from './recent-requests.js';
 
 const CIRCUIT_VALUE: Record<CircuitState, number> = { closed: 0, half_open: 1, open: 2 };
@@ -90,8 +91,22 @@ export class GatewayMetrics {
 
   readonly circuitTransitions = new Counter({
     name: 'sluice_circuit_transitions_total',
-    help: 'Circuit breaker state changes, by worker and the state entered.',
-    labelNames: ['worker', 'state'] as const,
+    help: "Circuit breaker state changes, by worker, model (empty: the worker's own circuit) and the state entered.",
+    labelNames: ['worker', 'model', 'state'] as const,
+    registers: [this.registry],
+  });
+
+  readonly breakerPanics = new Counter({
+    name: 'sluice_breaker_panic_total',
+    help: 'Requests routed to ejected workers because every healthy worker of their model was ejected (panic mode), by model.',
+    labelNames: ['model'] as const,
+    registers: [this.registry],
+  });
+
+  readonly ejectionsRefused = new Counter({
+    name: 'sluice_breaker_ejections_refused_total',
+    help: 'Circuits kept closed because the model already had its maximum share of workers ejected, by worker and model.',
+    labelNames: ['worker', 'model'] as const,
     registers: [this.registry],
   });
 
@@ -101,6 +116,18 @@ export class GatewayMetrics {
     labelNames: ['model', 'code'] as const,
     registers: [this.registry],
   });
+
+  private knowsModel: (model: string) => boolean = () => false;
+
+  /** Where the gateway learns which models exist (the worker registry), for `modelLabel`. */
+  bindModels(knows: (model: string) => boolean): void {
+    this.knowsModel = knows;
+  }
+
+  /** The label of a model on every metric: itself when a worker serves it, else `unknown`. */
+  modelLabel(model: unknown): string {
+    return modelLabel(this.knowsModel, model);
+  }
 
   /** Gauges read from the worker registry at scrape time. */
   bindWorkers(list: () => readonly WorkerSnapshot[]): void {
@@ -132,10 +159,25 @@ export class GatewayMetrics {
     gauge('sluice_worker_queued_requests', 'Requests waiting for a slot on a worker.', (w) => w.queued);
     gauge(
       'sluice_worker_circuit_state',
-      'Circuit breaker state of a worker: 0 closed, 1 half-open, 2 open.',
+      'Circuit breaker state of a worker, the worst of its own and its per-model circuits: 0 closed, 1 half-open, 2 open.',
       (w) => CIRCUIT_VALUE[w.circuit],
       'max',
     );
+    new Gauge({
+      name: 'sluice_worker_model_circuit_state',
+      help: 'Circuit breaker state of a worker for one model: 0 closed, 1 half-open, 2 open.',
+      aggregator: 'max',
+      labelNames: ['worker', 'model'] as const,
+      registers: [this.registry],
+      collect() {
+        this.reset();
+        for (const worker of list()) {
+          for (const [model, state] of Object.entries(worker.modelCircuits)) {
+            this.set({ worker: worker.id, model }, CIRCUIT_VALUE[state]);
+          }
+        }
+      },
+    });
   }
 
   /** The text of a scrape; a cluster process replaces it with a scrape of every process. */
@@ -146,6 +188,10 @@ export class GatewayMetrics {
   }
 
   streamFailed(api: ApiName, model: string, reason: StreamFailureReason): void {
-    this.streamFailures.inc({ api, model, reason });
+    this.streamFailures.inc({ api, model: this.modelLabel(model), reason });
+  }
+
+  clientGone(api: ApiName, model: string): void {
+    this.clientDisconnects.inc({ api, model: this.modelLabel(model) });
   }
 }

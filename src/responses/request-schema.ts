@@ -90,7 +90,8 @@ const textFormat = z.discriminatedUnion('type', [
 
 export const createResponseSchema = z.looseObject({
   model: z.string().min(1),
-  input: z.union([z.string(), z.array(inputItemSchema)]),
+  // An empty list gives the engine nothing to answer.
+  input: z.union([z.string(), z.array(inputItemSchema).min(1, 'at least one input item is needed')]),
   instructions: opt(z.string()),
   temperature: opt(z.number().min(0).max(2)),
   top_p: opt(z.number().min(0).max(1)),

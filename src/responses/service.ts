@@ -133,10 +133,12 @@ export class ResponsesService {
   /** Notes in the response's metadata that its stream was resumed, and on which workers. */
   private noteResumes(run: ResponseRun, stream: ResumableStream): void {
     if (stream.resumes === 0) return;
+    // Workers as clients may see them (never host:port; none when `server.exposeWorker` is off).
+    const workers = stream.clientWorkers;
     run.response.metadata = {
       ...run.response.metadata,
       sluice_resumes: String(stream.resumes),
-      sluice_workers: stream.workers.join(','),
+      ...(workers.length > 0 ? { sluice_workers: workers.join(',') } : {}),
     };
   }
 
@@ -372,7 +374,7 @@ export class ResponsesService {
   private count(prepared: PreparedResponse, end: RunEnd): void {
     if (end.kind !== 'failed' || !end.error) return;
     if (end.error instanceof ClientDisconnected) {
-      this.metrics.clientDisconnects.inc({ api: 'responses', model: prepared.response.model });
+      this.metrics.clientGone('responses', prepared.response.model);
     } else {
       this.metrics.streamFailed('responses', prepared.response.model, end.error.reason);
     }

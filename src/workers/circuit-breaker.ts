@@ -4,10 +4,18 @@ export interface CircuitBreakerOptions {
   failureThreshold: number;
   cooldownMs: number;
   now?: () => number;
+  /**
+   * Asked before a closed circuit opens: false keeps it closed (an ejection cap is reached).
+   * A failed half-open probe always opens it again.
+   */
+  canOpen?: () => boolean;
+  /** Told when `canOpen` kept the circuit closed. */
+  onOpenRefused?: () => void;
 }
 
 /**
- * A per-worker circuit breaker. `failureThreshold` consecutive failures open it; while open it
+ * A circuit breaker (one per worker for connection-level failures, one per worker and model for
+ * the failures of that model's requests). `failureThreshold` consecutive failures open it; while open it
  * admits nothing; after `cooldownMs` one request is let through as a half-open probe, whose
  * success closes the circuit and whose failure opens it again for another cooldown.
  */
@@ -16,6 +24,7 @@ export class CircuitBreaker {
   private consecutiveFailures = 0;
   private openedAt = 0;
   private probeInFlight = false;
+  private refused = false;
   private readonly now: () => number;
 
   constructor(
@@ -50,6 +59,7 @@ export class CircuitBreaker {
 
   recordSuccess(): void {
     this.consecutiveFailures = 0;
+    this.refused = false;
     this.probeInFlight = false;
     if (this.state !== 'closed') this.transition('closed');
   }
@@ -58,10 +68,20 @@ export class CircuitBreaker {
     this.consecutiveFailures++;
     const wasProbe = this.probeInFlight;
     this.probeInFlight = false;
-    if (wasProbe || this.state === 'half_open' || this.consecutiveFailures >= this.options.failureThreshold) {
+    if (wasProbe || this.state !== 'closed') {
       this.openedAt = this.now();
       this.transition('open');
+      return;
     }
+    if (this.consecutiveFailures < this.options.failureThreshold) return;
+    if (this.options.canOpen && !this.options.canOpen()) {
+      // Told once per run of failures, not on each one.
+      if (!this.refused) this.options.onOpenRefused?.();
+      this.refused = true;
+      return;
+    }
+    this.openedAt = this.now();
+    this.transition('open');
   }
 
   /** The admitted request ended without telling anything about the worker (client went away). */
@@ -71,6 +91,7 @@ export class CircuitBreaker {
 
   private transition(next: CircuitState): void {
     if (this.state === next) return;
+    this.refused = false;
     this.state = next;
     this.onChange?.(next);
   }

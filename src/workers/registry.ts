@@ -6,7 +6,10 @@ import { Worker, type WorkerSnapshot, workerIdFromUrl } from './worker.js';
 export interface RegistryEvents {
   onAdded?(worker: Worker): void;
   onRemoved?(worker: Worker): void;
-  onCircuitChange?(worker: Worker, state: CircuitState): void;
+  /** `model` undefined: the worker's own circuit; else its circuit for that model. */
+  onCircuitChange?(worker: Worker, state: CircuitState, model: string | undefined): void;
+  /** A worker's circuit for `model` stayed closed: the model's ejection cap is reached. */
+  onEjectionRefused?(worker: Worker, model: string): void;
   onHealthChange?(worker: Worker, healthy: boolean): void;
 }
 
@@ -14,6 +17,9 @@ export interface RegistryEvents {
 export class WorkerRegistry {
   private readonly workers = new Map<string, Worker>();
   private byModel = new Map<string, Worker[]>();
+  /** The opaque public id of each registered worker URL without a configured id. */
+  private readonly publicIds = new Map<string, string>();
+  private publicIdCount = 0;
 
   constructor(
     private readonly config: SluiceConfig,
@@ -29,7 +35,13 @@ export class WorkerRegistry {
       this.config.workerDefaults,
       this.config.breaker,
       source,
-      (w, state) => this.events.onCircuitChange?.(w, state),
+      (w, state, model) => this.events.onCircuitChange?.(w, state, model),
+      workerConfig.id ?? this.publicIdFor(workerConfig.url),
+      (model, w) => ({
+        canOpen: () => this.mayEject(model, w),
+        onOpenRefused: () => this.events.onEjectionRefused?.(w, model),
+      }),
+      this.config.server.exposeWorker,
     );
     this.workers.set(id, worker);
     this.reindex();
@@ -42,10 +54,33 @@ export class WorkerRegistry {
     const worker = this.workers.get(id);
     if (!worker) throw new NotFound(`No worker with id '${id}'.`, 'worker_not_found');
     this.workers.delete(id);
+    this.publicIds.delete(worker.url);
     this.reindex();
     this.events.onRemoved?.(worker);
     void worker.close(true);
     return worker;
+  }
+
+  private publicIdFor(url: string): string {
+    const key = url.replace(/\/$/, '');
+    let id = this.publicIds.get(key);
+    if (!id) {
+      id = `worker-${++this.publicIdCount}`;
+      this.publicIds.set(key, id);
+    }
+    return id;
+  }
+
+  /**
+   * Whether `worker` may be ejected for `model` now: at most `breaker.maxEjectionPercent` of the
+   * model's workers are ejected at once (at least one may be, as in Envoy's outlier detection).
+   */
+  mayEject(model: string, worker: Worker): boolean {
+    const workers = this.forModel(model);
+    const cap = Math.max(1, Math.floor((workers.length * this.config.breaker.maxEjectionPercent) / 100));
+    let ejected = 0;
+    for (const w of workers) if (w !== worker && w.ejectedFor(model)) ejected++;
+    return ejected + 1 <= cap;
   }
 
   get(id: string): Worker | undefined {

@@ -6,10 +6,17 @@ import { ConcurrencyLimiter } from './concurrency-limiter.js';
 
 export interface WorkerSnapshot {
   id: string;
+  /** The name API clients may see (`X-Sluice-Worker`): the configured id, else `worker-<n>`. */
+  publicId: string;
   url: string;
   models: string[];
   healthy: boolean;
+  /** The worst of its own circuit and its per-model circuits. */
   circuit: CircuitState;
+  /** Its own circuit (connection-level failures). */
+  workerCircuit: CircuitState;
+  /** Its per-model circuits (failures of one model's requests), by model. */
+  modelCircuits: Record<string, CircuitState>;
   inflight: number;
   queued: number;
   maxConcurrent: number;
@@ -24,12 +31,21 @@ export function workerIdFromUrl(url: string): string {
   return parsed.host + (parsed.pathname === '/' ? '' : parsed.pathname.replace(/\/$/, ''));
 }
 
+const CIRCUIT_RANK: Record<CircuitState, number> = { closed: 0, half_open: 1, open: 2 };
+
+/** How a worker's circuits report their changes (`model` undefined: the worker's own circuit). */
+export type CircuitChange = (worker: Worker, state: CircuitState, model: string | undefined) => void;
+
 /**
  * One OpenAI-compatible engine endpoint: its connection pool, the models it serves, its health,
  * circuit breaker, concurrency limit, and in-flight count per data-parallel rank.
  */
 export class Worker {
   readonly id: string;
+  /** What API clients may be shown instead of `id` (which may be host:port). */
+  readonly publicId: string;
+  /** The worker's name as API clients see it: `publicId`, or undefined when it is hidden (`server.exposeWorker`). */
+  readonly clientName: string | undefined;
   readonly url: string;
   /** Path prefix of the worker URL (`http://host/prefix`), prepended to every request path. */
   readonly basePath: string;
@@ -52,17 +68,31 @@ export class Worker {
   consecutiveHealthFailures = 0;
   consecutiveHealthSuccesses = 0;
   private readonly rankInflight: number[];
+  /** What in a message names the worker internally: its URL, host, id. */
+  private readonly internalNames: readonly string[];
+  /** One circuit per model this worker was asked for (bounded: only models the registry knows). */
+  private readonly modelBreakers = new Map<string, CircuitBreaker>();
 
   constructor(
     config: WorkerConfig,
     limits: WorkerLimits,
-    breaker: CircuitBreakerOptions,
+    private readonly breakerOptions: CircuitBreakerOptions,
     readonly source: WorkerSnapshot['source'],
-    onCircuitChange?: (worker: Worker, state: CircuitState) => void,
+    private readonly onCircuitChange?: CircuitChange,
+    publicId?: string,
+    /** Per-model circuit options (the ejection cap), given the model. */
+    private readonly modelBreakerOptions?: (model: string, worker: Worker) => Partial<CircuitBreakerOptions>,
+    exposed = true,
   ) {
     const parsed = new URL(config.url);
     this.url = config.url.replace(/\/$/, '');
     this.id = config.id ?? workerIdFromUrl(config.url);
+    this.publicId = publicId ?? this.id;
+    this.clientName = exposed ? this.publicId : undefined;
+    // Longest first, so that a URL is replaced before the host inside it.
+    this.internalNames = [...new Set([this.url, config.url, this.id, parsed.host, parsed.hostname])]
+      .filter((name) => name.length > 0 && name !== this.clientName)
+      .sort((a, b) => b.length - a.length);
     this.basePath = parsed.pathname === '/' ? '' : parsed.pathname.replace(/\/$/, '');
     this.configuredModels = config.models;
     this.models = new Set(config.models ?? []);
@@ -77,7 +107,7 @@ export class Worker {
       config.queueSize ?? limits.queueSize,
       config.queueTimeoutMs ?? limits.queueTimeoutMs,
     );
-    this.breaker = new CircuitBreaker(breaker, (state) => onCircuitChange?.(this, state));
+    this.breaker = new CircuitBreaker(breakerOptions, (state) => onCircuitChange?.(this, state, undefined));
     this.pool = new Pool(parsed.origin, {
       // One connection per concurrent request, plus a few for health checks and utility calls.
       connections: maxConcurrent + 4,
@@ -96,6 +126,69 @@ export class Worker {
 
   serves(model: string): boolean {
     return this.models.has(model);
+  }
+
+  /**
+   * A message fit for API clients: the worker's internal names (URL, host:port, id) become its
+   * public id, or are cut out when workers are hidden from clients.
+   */
+  redact(message: string): string {
+    let out = message;
+    for (const name of this.internalNames) {
+      if (!out.includes(name)) continue;
+      // Whole names only: `vllm` is not cut out of `vllm-engine`, nor 10.0.0.5 out of 10.0.0.50.
+      const escaped = name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+      const whole = `(?<![A-Za-z0-9_.-])${escaped}(?![A-Za-z0-9_-])`;
+      if (this.clientName !== undefined) {
+        out = out.replace(new RegExp(whole, 'g'), this.clientName);
+        continue;
+      }
+      out = out
+        .replace(new RegExp(`\\b(W|w)orker ${whole}`, 'g'), (_m, w: string) =>
+          w === 'W' ? 'The worker' : 'the worker',
+        )
+        .replace(new RegExp(`\\s*${whole}`, 'g'), '');
+    }
+    return out;
+  }
+
+  /** Rewrites an error's message for API clients (see `redact`); returns the error. */
+  redactError<E extends Error>(err: E): E {
+    const message = this.redact(err.message);
+    if (message !== err.message) err.message = message;
+    return err;
+  }
+
+  /** The circuit of this worker for one model's requests. */
+  modelBreaker(model: string): CircuitBreaker {
+    let breaker = this.modelBreakers.get(model);
+    if (!breaker) {
+      breaker = new CircuitBreaker(
+        { ...this.breakerOptions, ...this.modelBreakerOptions?.(model, this) },
+        (state) => this.onCircuitChange?.(this, state, model),
+      );
+      this.modelBreakers.set(model, breaker);
+    }
+    return breaker;
+  }
+
+  /** Whether both its own circuit and the model's would admit a request now. */
+  admits(model: string): boolean {
+    return this.breaker.canAdmit() && (this.modelBreakers.get(model)?.canAdmit() ?? true);
+  }
+
+  /** Ejected for `model`: its own circuit or the model's is not closed. */
+  ejectedFor(model: string): boolean {
+    return (
+      this.breaker.current !== 'closed' || (this.modelBreakers.get(model)?.current ?? 'closed') !== 'closed'
+    );
+  }
+
+  /** Per-model circuit states, by model. */
+  modelCircuits(): Record<string, CircuitState> {
+    const out: Record<string, CircuitState> = {};
+    for (const [model, breaker] of this.modelBreakers) out[model] = breaker.current;
+    return out;
   }
 
   /** Picks the data-parallel rank for a request: the one asked for (validated) or the least busy. */
@@ -125,12 +218,21 @@ export class Worker {
   }
 
   snapshot(): WorkerSnapshot {
+    const workerCircuit = this.breaker.current;
+    const modelCircuits = this.modelCircuits();
+    let circuit = workerCircuit;
+    for (const state of Object.values(modelCircuits)) {
+      if (CIRCUIT_RANK[state] > CIRCUIT_RANK[circuit]) circuit = state;
+    }
     return {
       id: this.id,
+      publicId: this.publicId,
       url: this.url,
       models: [...this.models],
       healthy: this.healthy,
-      circuit: this.breaker.current,
+      circuit,
+      workerCircuit,
+      modelCircuits,
       inflight: this.limiter.inFlight,
       queued: this.limiter.queued,
       maxConcurrent: this.limiter.maxConcurrent,

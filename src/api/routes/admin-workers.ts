@@ -35,7 +35,10 @@ export function adminWorkerRoutes(ctx: GatewayContext) {
       async (request) => {
         const worker = ctx.registry.remove(request.params.id);
         if (request.query.drain === 'false') {
-          const error = new ClientClosed(`Worker ${worker.id} was removed; its streams were ended.`);
+          // Its streams' clients read this message: the worker's public name, or none.
+          const error = new ClientClosed(
+            worker.redact(`Worker ${worker.id} was removed; its streams were ended.`),
+          );
           for (const inFlight of ctx.requests.forWorker(worker.id)) inFlight.close(error);
         }
         ctx.router.removeWorker(worker.id);

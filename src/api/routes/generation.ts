@@ -106,6 +106,7 @@ async function serve<
   try {
     if (ctx.lifecycle.draining) throw new GatewayShuttingDown();
     const raw = request.body as Record<string, unknown> | undefined;
+    observer.model = raw?.model;
     // Who is asking comes first: an unknown client learns nothing about the request's validity.
     const grant = await ctx.access.admit(
       request,
@@ -115,7 +116,6 @@ async function serve<
     );
     const body = validateBody(kind.schema, request.body);
     dispatcher.assertModel(body.model);
-    observer.model = body.model;
     observer.trace?.request(body.model, raw ?? {});
     // With a key, usage is needed for its counters: asked of the engine, and not shown to a
     // client that did not ask for it.
@@ -157,6 +157,7 @@ async function serve<
       const outcome = await relayStream(reply.raw, stream, {
         requestId: request.id,
         clientGone: dispatchRequest.signal,
+        showWorker: ctx.config.server.exposeWorker,
         onFirstWrite: () => observer.firstByte(),
       });
       await ctx.access.recordUsage(grant, outcome.usage);
@@ -170,7 +171,7 @@ async function serve<
           ...resumed,
         });
       } else if (outcome.kind === 'client_gone') {
-        metrics.clientDisconnects.inc({ api: kind.api, model: body.model });
+        metrics.clientGone(kind.api, body.model);
         observer.finish(499, 'client_gone');
       } else {
         observer.finish(200, 'completed', {
@@ -184,19 +185,17 @@ async function serve<
     const done = await dispatcher.complete(dispatchRequest);
     observer.worker = done.attempt.worker.id;
     observer.upstreamRequestId = done.attempt.requestId;
-    reply
-      .code(200)
-      .header('content-type', done.contentType)
-      .header('x-request-id', request.id)
-      .header('x-sluice-worker', done.attempt.worker.id)
-      .send(done.body);
+    reply.code(200).header('content-type', done.contentType).header('x-request-id', request.id);
+    const shown = done.attempt.worker.clientName;
+    if (shown !== undefined) reply.header('x-sluice-worker', shown);
+    reply.send(done.body);
     observer.trace?.response(done.json);
     observer.finish(200, 'completed', { usage: done.json.usage });
     await ctx.access.recordUsage(grant, done.json.usage as { prompt_tokens?: unknown } | undefined);
   } catch (err) {
     const error = toSluiceError(err, ctx.config.server.bodyLimitBytes);
     if (error instanceof ClientDisconnected) {
-      metrics.clientDisconnects.inc({ api: kind.api, model: observer.model });
+      metrics.clientGone(kind.api, observer.model);
       observer.finish(499, 'client_gone');
       if (!reply.sent) reply.hijack();
       reply.raw.destroy();

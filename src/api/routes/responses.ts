@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
-import { ClientDisconnected, GatewayShuttingDown } from '../../errors/http-errors.js';
+import { ClientDisconnected, GatewayShuttingDown, InvalidRequest } from '../../errors/http-errors.js';
 import type { RequestTrace } from '../../observability/tracing.js';
 import { listObject, pageOf, pageRequest } from '../../responses/pagination.js';
 import { createResponseSchema } from '../../responses/request-schema.js';
@@ -19,9 +19,13 @@ import { parseResumeHeader } from './generation.js';
 
 type IdRequest = FastifyRequest<{ Params: { id: string }; Querystring: Record<string, string | undefined> }>;
 
-function startSse(reply: FastifyReply, requestId: string): void {
+function startSse(reply: FastifyReply, requestId: string, worker?: string): void {
   reply.hijack();
-  reply.raw.writeHead(200, { ...SSE_HEADERS, 'x-request-id': requestId });
+  reply.raw.writeHead(200, {
+    ...SSE_HEADERS,
+    'x-request-id': requestId,
+    ...(worker === undefined ? {} : { 'x-sluice-worker': worker }),
+  });
 }
 
 /** Streams a live run to a client: what it emitted so far, then each new event until the terminal one. */
@@ -39,6 +43,20 @@ function watch(reply: FastifyReply, run: ResponseRun, startingAfter: number): Pr
       resolve();
     });
   });
+}
+
+/** `starting_after` of a stream replay: a sequence number (an integer >= -1; absent: from the start). */
+function parseStartingAfter(raw: unknown): number {
+  if (raw === undefined) return -1;
+  const value = typeof raw === 'string' && raw.trim() !== '' ? Number(raw) : Number.NaN;
+  if (!Number.isSafeInteger(value) || value < -1) {
+    throw new InvalidRequest(
+      `Invalid value for 'starting_after': expected an event sequence number (an integer), got '${String(raw).slice(0, 64)}'.`,
+      'starting_after',
+      'invalid_value',
+    );
+  }
+  return value;
 }
 
 /** A failed response's stable error code, for its span. */
@@ -74,6 +92,7 @@ export function responseRoutes(ctx: GatewayContext) {
     try {
       if (ctx.lifecycle.draining) throw new GatewayShuttingDown();
       const raw = request.body as { model?: unknown } | undefined;
+      observer.model = raw?.model;
       const grant = await ctx.access.admit(
         request,
         reply,
@@ -81,7 +100,6 @@ export function responseRoutes(ctx: GatewayContext) {
         true,
       );
       const body = validateBody(createResponseSchema, request.body);
-      observer.model = body.model;
       const trace = observer.trace;
       trace?.request(body.model, request.body as Record<string, unknown>);
       const hashHeader = request.headers[ctx.config.routing.hashHeader];
@@ -112,31 +130,46 @@ export function responseRoutes(ctx: GatewayContext) {
         startSse(reply, request.id);
         observer.firstByte();
         await watch(reply, run, -1);
-        observer.finish(200, 'streamed');
+        if (!reply.raw.writableFinished) {
+          // The client left before the end; the background response goes on without it.
+          ctx.metrics.clientGone('responses', body.model);
+          observer.finish(499, 'client_gone');
+        } else observer.finish(200, 'streamed');
         return;
       }
       const opened = await service.open(prepared);
       observer.worker = opened.attempt.worker.id;
       observer.upstreamRequestId = opened.attempt.requestId;
+      const shown = ctx.config.server.exposeWorker ? opened.attempt.worker.clientName : undefined;
       const run = service.newRun(prepared);
       if (body.stream) {
-        startSse(reply, request.id);
+        startSse(reply, request.id, shown);
         observer.firstByte();
         run.addWriter(sseEventWriter(reply.raw));
         const terminal = await service.runForeground(prepared, run, opened, controller.signal);
         if (!reply.raw.writableEnded) reply.raw.end();
         if (trace) noteFailure(trace, terminal);
-        observer.finish(200, terminal.status);
+        // A client that went away is a 499 as on chat (the service counted the disconnect).
+        if (controller.signal.aborted) observer.finish(499, 'client_gone');
+        else observer.finish(200, terminal.status);
         return;
       }
       const terminal = await service.runForeground(prepared, run, opened, controller.signal);
-      reply.code(200).type('application/json').header('x-request-id', request.id).send(terminal.json);
+      if (controller.signal.aborted) {
+        observer.finish(499, 'client_gone');
+        if (!reply.sent) reply.hijack();
+        reply.raw.destroy();
+        return;
+      }
+      reply.code(200).type('application/json').header('x-request-id', request.id);
+      if (shown !== undefined) reply.header('x-sluice-worker', shown);
+      reply.send(terminal.json);
       if (trace) noteFailure(trace, terminal);
       observer.finish(200, terminal.status);
     } catch (err) {
       const error = toSluiceError(err, ctx.config.server.bodyLimitBytes);
       if (error instanceof ClientDisconnected) {
-        ctx.metrics.clientDisconnects.inc({ api: 'responses', model: observer.model });
+        ctx.metrics.clientGone('responses', observer.model);
         observer.finish(499, 'client_gone');
         if (!reply.sent) reply.hijack();
         reply.raw.destroy();
@@ -159,11 +192,11 @@ export function responseRoutes(ctx: GatewayContext) {
       const { id } = request.params;
       const stored = await service.retrieve(id, callerOf(request));
       if (request.query.stream === 'true') {
-        const startingAfter = Number(request.query.starting_after ?? -1);
+        const startingAfter = parseStartingAfter(request.query.starting_after);
         const live = service.liveRun(id);
         if (live) {
           startSse(reply, request.id);
-          await watch(reply, live, Number.isFinite(startingAfter) ? startingAfter : -1);
+          await watch(reply, live, startingAfter);
           return;
         }
         startSse(reply, request.id);

@@ -1,0 +1,161 @@
+import { Writable } from 'node:stream';
+import { pino } from 'pino';
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config/load.js';
+import { Gateway } from '../src/gateway.js';
+import { CircuitBreaker } from '../src/workers/circuit-breaker.js';
+import { metric, perTest, post, sseData } from './helpers/gateway.js';
+
+const stream = (model: string) => ({
+  model,
+  stream: true,
+  max_tokens: 6,
+  messages: [{ role: 'user', content: 'hi' }],
+});
+
+/** The stream's last event: `[DONE]`, or the code of its error frame. */
+function ending(text: string): string {
+  const last = sseData(text).at(-1) ?? '';
+  if (last === '[DONE]') return last;
+  return (JSON.parse(last) as { error: { code: string } }).error.code;
+}
+
+/**
+ * The circuit breaker never causes a total outage (Envoy's outlier detection): failures of one
+ * model's requests eject a worker for that model only, at most `breaker.maxEjectionPercent` of a
+ * model's workers are ejected at once, and when all of them are, requests go to them anyway.
+ */
+describe('circuit breaker: per worker and model, capped, with panic mode', () => {
+  const fx = perTest();
+
+  it('mid-stream faults of model A do not eject the worker for model B; A is still served (panic)', async () => {
+    const lines: Record<string, unknown>[] = [];
+    const sink = new Writable({
+      write(chunk: Buffer, _encoding, done) {
+        for (const line of chunk.toString('utf8').split('\n')) if (line) lines.push(JSON.parse(line));
+        done();
+      },
+    });
+    const [worker] = await fx.mocks(1, { models: ['model-a', 'model-b'] });
+    const gateway = new Gateway(
+      parseConfig({
+        server: { port: 0, forwardHeaders: ['x-mock-*'] },
+        storage: { kind: 'none' },
+        health: { intervalMs: 60_000 },
+        breaker: { failureThreshold: 5, cooldownMs: 60_000 },
+        workers: [{ url: worker!.url, id: 'only' }],
+      }),
+      { logger: pino({ level: 'warn' }, sink), defaultMetrics: false },
+    );
+    await gateway.start();
+    try {
+      const url = gateway.url;
+      for (let i = 0; i < 6; i++) {
+        const res = await post(`${url}/v1/chat/completions`, stream('model-a'), {
+          'x-mock-fault': 'reset_after:2',
+        });
+        expect(res.status).toBe(200);
+        expect(ending(res.text)).not.toBe('[DONE]');
+      }
+      // Model A's circuit on the worker is open; the worker's own circuit is not.
+      expect(
+        await metric(url, 'sluice_worker_model_circuit_state', { worker: 'only', model: 'model-a' }),
+      ).toBe(2);
+      const admin = (await (await fetch(`${url}/admin/workers`)).json()) as {
+        data: { id: string; workerCircuit: string; modelCircuits: Record<string, string> }[];
+      };
+      expect(admin.data[0]).toMatchObject({ workerCircuit: 'closed', modelCircuits: { 'model-a': 'open' } });
+
+      // Model B is served as before.
+      for (let i = 0; i < 3; i++) {
+        const res = await post(`${url}/v1/chat/completions`, stream('model-b'));
+        expect(res.status).toBe(200);
+        expect(ending(res.text)).toBe('[DONE]');
+      }
+      // Model A is served too: its only worker is ejected, so it goes there anyway (panic mode).
+      const panic = await post(`${url}/v1/chat/completions`, stream('model-a'));
+      expect(panic.status).toBe(200);
+      expect(ending(panic.text)).toBe('[DONE]');
+      // Five failures opened the circuit: the sixth faulty request and this one went in panic mode.
+      expect(await metric(url, 'sluice_breaker_panic_total', { model: 'model-a' })).toBe(2);
+      expect(await metric(url, 'sluice_breaker_panic_total', { model: 'model-b' })).toBe(0);
+      expect(lines.some((l) => l.model === 'model-a' && String(l.msg).includes('panic mode'))).toBe(true);
+      // Its success closed model A's circuit again.
+      expect(
+        await metric(url, 'sluice_worker_model_circuit_state', { worker: 'only', model: 'model-a' }),
+      ).toBe(0);
+      expect(
+        await metric(url, 'sluice_circuit_transitions_total', {
+          worker: 'only',
+          model: 'model-a',
+          state: 'open',
+        }),
+      ).toBe(1);
+      expect(await metric(url, 'sluice_admission_rejections_total')).toBe(0);
+    } finally {
+      await gateway.close();
+    }
+  });
+
+  it('two workers of one model: the failing one is ejected, never both', async () => {
+    const workers = await fx.mocks(2);
+    workers[0]!.setFault('reset_after:2');
+    const gateway = await fx.gateway({
+      routing: { policy: 'round_robin' },
+      health: { intervalMs: 60_000 },
+      breaker: { failureThreshold: 2, cooldownMs: 60_000 },
+      workers: workers.map((w, i) => ({ url: w.url, id: `w${i}` })),
+    });
+    const url = gateway.url;
+    const statuses: number[] = [];
+    for (let i = 0; i < 6; i++) {
+      statuses.push((await post(`${url}/v1/chat/completions`, stream('mock-model'))).status);
+    }
+    expect(
+      await metric(url, 'sluice_worker_model_circuit_state', { worker: 'w0', model: 'mock-model' }),
+    ).toBe(2);
+    const servedBefore = workers[1]!.stats.requests;
+    // Now the other one fails as well: it is the last one admitting, so it is not ejected.
+    workers[1]!.setFault('reset_after:2');
+    for (let i = 0; i < 5; i++) {
+      const res = await post(`${url}/v1/chat/completions`, stream('mock-model'));
+      statuses.push(res.status);
+      expect(ending(res.text)).not.toBe('[DONE]');
+    }
+    expect(statuses.every((s) => s === 200)).toBe(true);
+    expect(workers[1]!.stats.requests).toBe(servedBefore + 5);
+    expect(
+      await metric(url, 'sluice_worker_model_circuit_state', { worker: 'w1', model: 'mock-model' }),
+    ).toBe(0);
+    expect(
+      await metric(url, 'sluice_breaker_ejections_refused_total', { worker: 'w1', model: 'mock-model' }),
+    ).toBe(1);
+    expect(await metric(url, 'sluice_breaker_panic_total')).toBe(0);
+    expect(await metric(url, 'sluice_admission_rejections_total')).toBe(0);
+  });
+
+  it('connection-level failures are the worker\u2019s own: its circuit opens for every model, then a probe closes it', () => {
+    let now = 0;
+    let allowed = true;
+    const changes: string[] = [];
+    const breaker = new CircuitBreaker(
+      { failureThreshold: 2, cooldownMs: 100, now: () => now, canOpen: () => allowed },
+      (state) => changes.push(state),
+    );
+    breaker.recordFailure();
+    breaker.recordFailure();
+    expect(breaker.current).toBe('open');
+    expect(breaker.canAdmit()).toBe(false);
+    now = 100;
+    expect(breaker.tryAdmit()).toBe(true);
+    expect(breaker.tryAdmit()).toBe(false);
+    breaker.recordSuccess();
+    expect(changes).toEqual(['open', 'half_open', 'closed']);
+    // A cap that is reached keeps a closed circuit closed, but a failed probe always reopens it.
+    allowed = false;
+    breaker.recordFailure();
+    breaker.recordFailure();
+    breaker.recordFailure();
+    expect(breaker.current).toBe('closed');
+  });
+});
