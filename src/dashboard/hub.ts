@@ -7,12 +7,18 @@ export interface HubOptions {
   intervalMs?: number;
   /** How long a poll of the snapshot keeps the timer running without a subscriber (default 10 s). */
   pollLeaseMs?: number;
+  /**
+   * Called on the ticks nobody watches, when given: the timer then never stops, so that what the
+   * page plots (rates, TTFT, ITL) is recorded all the time and is full when the page opens.
+   */
+  record?: () => Promise<unknown>;
 }
 
 /**
  * One shared timer that builds a snapshot every `intervalMs` while someone watches (an SSE
  * subscriber, or a poll within the last `pollLeaseMs`), and hands the same JSON text to all of
- * them. With nobody watching, the timer is stopped and nothing is computed.
+ * them. With nobody watching, only `record` runs (a sample of the metrics for the history), or,
+ * without it, the timer is stopped and nothing is computed.
  */
 export class DashboardHub {
   readonly intervalMs: number;
@@ -32,7 +38,12 @@ export class DashboardHub {
   ) {
     this.intervalMs = options.intervalMs ?? 1_000;
     this.pollLeaseMs = options.pollLeaseMs ?? 10_000;
+    this.record = options.record;
+    if (this.record) this.ensureTimer();
   }
+
+  private readonly record: (() => Promise<unknown>) | undefined;
+  private recording: Promise<unknown> | undefined;
 
   get subscribers(): number {
     return this.listeners.size;
@@ -115,7 +126,18 @@ export class DashboardHub {
 
   private tick(): void {
     if (this.listeners.size === 0 && Date.now() >= this.leaseUntil) {
-      this.stopTimer();
+      if (!this.record) {
+        this.stopTimer();
+        return;
+      }
+      // Nobody watches: keep the history going, build nothing else.
+      this.latestJson = undefined;
+      if (this.recording || this.inFlight) return;
+      this.recording = this.record()
+        .catch((err: unknown) => this.log.warn({ err }, 'dashboard sample failed'))
+        .finally(() => {
+          this.recording = undefined;
+        });
       return;
     }
     // A build slower than the interval is not stacked: the next tick shares it.

@@ -60,6 +60,9 @@ main { padding: 18px 24px 32px; display: grid; gap: 16px; max-width: 1680px; mar
 .grid3 { display: grid; grid-template-columns: repeat(3, minmax(0, 1fr)); gap: 16px; }
 .grid2 { display: grid; grid-template-columns: minmax(0, 3fr) minmax(0, 2fr); gap: 16px; }
 @media (max-width: 1100px) { .grid3, .grid2 { grid-template-columns: minmax(0, 1fr); } }
+/* The models table needs the whole width below 1700 px (its nine columns fit 1400 px that way). */
+@media (max-width: 1700px) { .grid2 { grid-template-columns: minmax(0, 1fr); } }
+.name { max-width: 240px; overflow: hidden; text-overflow: ellipsis; white-space: nowrap; display: inline-block; vertical-align: bottom; }
 .scroll { overflow-x: auto; }
 table { width: 100%; border-collapse: collapse; }
 th { text-align: left; font-size: 11px; font-weight: 600; color: var(--muted); text-transform: uppercase;
@@ -130,6 +133,7 @@ tr.failed td { background: var(--bad-bg); background: color-mix(in srgb, var(--b
 </header>
 <main>
   <div class="banner" id="draining" hidden>The gateway is draining: new requests are refused while streams in flight finish.</div>
+  <div class="banner" id="process" hidden></div>
   <section class="card">
     <h2>Workers <span class="unit" id="workers-sub"></span></h2>
     <div class="scroll"><table id="workers">
@@ -254,6 +258,12 @@ tr.failed td { background: var(--bad-bg); background: color-mix(in srgb, var(--b
       kpi('stream failures, last ' + windowLabel(s.streamFailures.windowS), String(failWindow), failWindow > 0)
     );
     $('draining').hidden = !g.draining;
+    var processBanner = $('process');
+    processBanner.hidden = !(g.processes > 1);
+    if (g.processes > 1) {
+      processBanner.textContent = 'This page shows gateway process ' + g.pid + ', one of ' + g.processes +
+        ' sharing the port: each process routes, checks health and keeps its dashboard on its own, and a reload may show another. /metrics sums all of them.';
+    }
   }
   function windowLabel(seconds) {
     if (seconds >= 90) return Math.round(seconds / 60) + ' min';
@@ -279,7 +289,7 @@ tr.failed td { background: var(--bad-bg); background: color-mix(in srgb, var(--b
 
   function renderWorkers(s) {
     var rows = s.workers.map(function (w) {
-      var models = el('td', null, w.models.length ? w.models.map(function (m) { return el('span', { cls: 'chip', text: m }); }) : [el('span', { cls: 'faint', text: 'none discovered' })]);
+      var models = el('td', null, w.models.length ? w.models.map(function (m) { return el('span', { cls: 'chip name', text: m, title: m }); }) : [el('span', { cls: 'faint', text: 'none discovered' })]);
       var health = el('td', null, [
         el('span', { cls: 'health' }, [el('span', { cls: 'dot ' + (w.healthy ? 'ok' : 'bad') }), el('span', { cls: 'health-text', text: w.healthy ? 'healthy' : 'unhealthy' })]),
         !w.healthy && w.lastError ? el('span', { cls: 'err', title: w.lastError.message, text: w.lastError.code }) : null,
@@ -308,7 +318,7 @@ tr.failed td { background: var(--bad-bg); background: color-mix(in srgb, var(--b
     var rows = s.models.map(function (m) {
       var c = counts[m.model] || { all: 0, healthy: 0 };
       return el('tr', { 'data-model': m.model }, [
-        el('td', null, [el('span', { cls: 'sw-dot', style: 'display:inline-block;width:8px;height:8px;border-radius:2px;margin-right:8px;background:' + colorOf(m.model) }), el('span', { cls: 'mono', text: m.model })]),
+        el('td', null, [el('span', { cls: 'sw-dot', style: 'display:inline-block;width:8px;height:8px;border-radius:2px;margin-right:8px;background:' + colorOf(m.model) }), el('span', { cls: 'mono name', text: m.model, title: m.model })]),
         td(c.healthy + ' / ' + c.all, 'num' + (c.healthy === 0 && c.all > 0 ? ' status-bad' : '')),
         td(fmtRate(m.rps), 'num'),
         td(fmtCount(m.requests), 'num'),
@@ -364,7 +374,7 @@ tr.failed td { background: var(--bad-bg); background: color-mix(in srgb, var(--b
         td(fmtTime(r.at), 'mono muted'),
         el('td', null, [el('span', { cls: 'mono rid', title: r.requestId, text: r.requestId })]),
         td(r.route, 'mono'),
-        td(r.model, 'mono'),
+        el('td', null, [el('span', { cls: 'mono name', text: r.model, title: r.model })]),
         td(String(r.status), 'num ' + statusClass(r.status)),
         el('td', null, [outcomeBadge(r.outcome)]),
         r.code ? el('td', { cls: 'code', text: r.code }) : td('–', 'faint'),

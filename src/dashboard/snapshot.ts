@@ -53,6 +53,9 @@ export interface DashboardSnapshot {
     healthyWorkers: number;
     inflight: number;
     queued: number;
+    /** The process this snapshot is from, and how many gateway processes share the port (`--processes`). */
+    pid: number;
+    processes: number;
   };
   workers: DashboardWorker[];
   /** Every model served by a worker or seen in the metrics, by name. */
@@ -143,7 +146,12 @@ export class SnapshotBuilder {
     this.history = history ?? new MetricsHistory();
   }
 
-  async build(now = Date.now()): Promise<DashboardSnapshot> {
+  /** Reads the metrics once and records a sample in the history (every tick, watched or not). */
+  async record(now = Date.now()): Promise<void> {
+    await this.sample(now);
+  }
+
+  private async sample(now: number) {
     const { metrics } = this.ctx;
     const [requests, ttft, itl, failures] = await Promise.all([
       metrics.requests.get(),
@@ -160,6 +168,11 @@ export class SnapshotBuilder {
       failures: sumBy(failures.values, (v) => label(v, 'reason')),
     };
     const point = this.history.push(sample);
+    return { sample, point, failures };
+  }
+
+  async build(now = Date.now()): Promise<DashboardSnapshot> {
+    const { sample, point, failures } = await this.sample(now);
     const oldest = this.history.oldest() ?? point;
 
     const workers = this.ctx.registry.list().map((w): DashboardWorker => {
@@ -203,7 +216,7 @@ export class SnapshotBuilder {
       return { reason, total, window: Math.max(0, total - (oldest.failures.get(reason) ?? 0)) };
     });
 
-    const recent = metrics.recent.list();
+    const recent = this.ctx.metrics.recent.list();
     return {
       version: 1,
       at: now,
@@ -219,6 +232,8 @@ export class SnapshotBuilder {
         healthyWorkers: workers.filter((w) => w.healthy).length,
         inflight: workers.reduce((n, w) => n + w.inflight, 0),
         queued: workers.reduce((n, w) => n + w.queued, 0),
+        pid: process.pid,
+        processes: this.ctx.config.server.processes,
       },
       workers,
       models,

@@ -22,12 +22,15 @@ const PAGE_HEADERS = {
 /**
  * The operator dashboard: `GET /dashboard` (the page), `GET /dashboard/data` (one snapshot as
  * JSON) and `GET /dashboard/events` (SSE: a snapshot at once, then one a second). The snapshot is
- * built once per tick by a shared timer, only while someone watches, whatever the number of
- * viewers. Authentication (the admin key, `Authorization` or `?key=`) is left to the gateway.
+ * built once per tick by a shared timer while someone watches, whatever the number of viewers;
+ * the history it plots is sampled every tick all the time. Authentication (the admin key, `Authorization` or `?key=`) is left to the gateway.
  */
 export function dashboardRoutes(ctx: GatewayContext) {
   const builder = new SnapshotBuilder(ctx);
-  const hub = new DashboardHub(() => builder.build(), ctx.log, { intervalMs: builder.intervalMs });
+  const hub = new DashboardHub(() => builder.build(), ctx.log, {
+    intervalMs: builder.intervalMs,
+    record: () => builder.record(),
+  });
   const streams = new Set<ServerResponse>();
   return async (app: FastifyInstance): Promise<void> => {
     app.addHook('preClose', async () => {
