@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { chatBody, eventually, perTest, post } from './helpers/gateway.js';
+import { chatBody, perTest, post } from './helpers/gateway.js';
 
 /**
  * The dashboard records its history all the time, so the plots are full when the page opens,
