@@ -10,6 +10,7 @@ import { conversationRoutes } from './routes/conversations.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { generationRoutes } from './routes/generation.js';
 import { healthRoutes } from './routes/health.js';
+import { messagesRoutes } from './routes/messages.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { modelRoutes } from './routes/models.js';
 import { responseRoutes } from './routes/responses.js';
@@ -73,6 +74,7 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
   });
   app.register(generationRoutes(ctx));
   app.register(responseRoutes(ctx));
+  app.register(messagesRoutes(ctx));
   app.register(conversationRoutes(ctx));
   app.register(modelRoutes(ctx));
   app.register(healthRoutes(ctx));
