@@ -133,6 +133,22 @@ describe('a Messages stream never just stops', () => {
     });
   }
 
+  it('the dashboard shows Messages requests and their stream failures', async () => {
+    await post(`${gateway.url}/v1/messages`, body, { 'x-mock-fault': 'eof_after:2' });
+    const snapshot = (await (await fetch(`${gateway.url}/dashboard/data`)).json()) as {
+      streamFailures: { bySeries: { api: string; reason: string; count: number }[] };
+      recent: { route: string; outcome: string; code?: string }[];
+    };
+    expect(snapshot.streamFailures.bySeries).toContainEqual(
+      expect.objectContaining({ api: 'messages', reason: 'upstream_closed' }),
+    );
+    expect(snapshot.recent[0]).toMatchObject({
+      route: 'messages',
+      outcome: 'failed',
+      code: 'request_stream_closed',
+    });
+  });
+
   it('a failure inside a tool call closes the tool_use block, then the error', async () => {
     const res = await post(
       `${gateway.url}/v1/messages`,
@@ -192,6 +208,35 @@ describe('a Messages stream never just stops', () => {
     } finally {
       await gw.close();
     }
+  });
+});
+
+describe('graceful shutdown on the Messages API', () => {
+  it('a stream still open when the grace period ends gets an overloaded_error event', async () => {
+    const [worker] = await startMocks(1, { tokensPerSecond: 50 });
+    const gateway = await startGateway({ workers: [{ url: worker!.url }] });
+    const long = await fetch(`${gateway.url}/v1/messages`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({
+        model: 'mock-model',
+        max_tokens: 1000,
+        stream: true,
+        messages: [{ role: 'user', content: 'hi' }],
+      }),
+    });
+    const text = long.text();
+    const shutdown = gateway.shutdown(300);
+    const events = parseSse(await text);
+    await shutdown;
+    await worker!.close();
+    expect(events.at(-1)!.data).toMatchObject({
+      type: 'error',
+      error: { type: 'overloaded_error', code: 'dispatcher_closed' },
+    });
+    expect(events.map((e) => e.event)).not.toContain('message_stop');
+    expect(events.at(-2)!.event).toBe('content_block_stop');
+    expect(worker!.stats.inflight).toBe(0);
   });
 });
 

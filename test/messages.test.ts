@@ -491,6 +491,24 @@ describe('Messages API errors are Anthropic-shaped', () => {
     expect((chat.json() as { type?: unknown }).type).toBeUndefined();
   });
 
+  it('a body over the limit is 413 request_too_large', async () => {
+    const workers = await fx.mocks(1);
+    const gateway = await fx.gateway({
+      workers: [{ url: workers[0]!.url }],
+      server: { bodyLimitBytes: 1024 },
+    });
+    const big = await post(`${gateway.url}/v1/messages`, {
+      model: 'mock-model',
+      max_tokens: 5,
+      messages: [{ role: 'user', content: 'x'.repeat(4096) }],
+    });
+    expect(big.status).toBe(413);
+    expect(big.json()).toMatchObject({
+      type: 'error',
+      error: { type: 'request_too_large', code: 'payload_too_large' },
+    });
+  });
+
   it('no worker available is 529 overloaded_error; an engine failure before the first byte is api_error', async () => {
     const workers = await fx.mocks(1);
     const gateway = await fx.gateway({ workers: [{ url: workers[0]!.url }], retry: { maxAttempts: 1 } });

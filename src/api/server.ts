@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import Fastify, { type FastifyBaseLogger, type FastifyInstance, LogController } from 'fastify';
 import { GatewayShuttingDown } from '../errors/http-errors.js';
+import { anthropicErrorBody } from '../messages/errors.js';
 import type { GatewayContext } from './context.js';
 import { installErrorHandlers } from './error-handler.js';
 import { adminKeyRoutes } from './routes/admin-keys.js';
@@ -59,7 +60,8 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
     const url = request.url;
     if (ctx.lifecycle.draining && !url.startsWith('/health') && url !== '/metrics') {
       const error = new GatewayShuttingDown();
-      reply.code(error.status).headers(error.headers()).send(error.toBody());
+      const body = url.startsWith('/v1/messages') ? anthropicErrorBody(error, request.id) : error.toBody();
+      reply.code(error.status).headers(error.headers()).send(body);
       return;
     }
     if (url.startsWith('/admin') || url.startsWith('/dashboard')) {
