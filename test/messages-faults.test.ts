@@ -291,6 +291,23 @@ describe('failover and resume on the Messages API', () => {
     expect(message.content).toEqual([{ type: 'text', text: sequence(10) }]);
     expect(message.stop_reason).toBe('max_tokens');
   });
+
+  it('a resumed prefill goes on from the prefill and the text shown', async () => {
+    const { gateway } = await setup('reset_after:2', true);
+    const res = await post(`${gateway.url}/v1/messages`, {
+      ...ask,
+      max_tokens: 6,
+      stream: true,
+      messages: [...ask.messages, { role: 'assistant', content: ' the quick' }],
+    });
+    const events = parseSse(res.text);
+    expect(events.at(-1)!.event).toBe('message_stop');
+    const text = events
+      .filter((e) => e.event === 'content_block_delta')
+      .map((e) => (e.data.delta as { text: string }).text)
+      .join('');
+    expect(text).toBe(sequence(6, 2));
+  });
 });
 
 describe('an engine that reports its own failure as a finish', () => {

@@ -346,6 +346,25 @@ describe('POST /v1/messages', () => {
     expect((streamed.content[1] as Anthropic.TextBlock).text).toBe(sequence(3));
   });
 
+  it('a final assistant message is a prefill the engine continues', async () => {
+    const message = await client.messages.create({
+      model: 'mock-model',
+      max_tokens: 3,
+      messages: [
+        { role: 'user', content: 'go on' },
+        { role: 'assistant', content: ' the quick' },
+      ],
+    });
+    expect(message.content).toEqual([{ type: 'text', text: sequence(3, 2) }]);
+    expect(lastBody()).toMatchObject({ continue_final_message: true, add_generation_prompt: false });
+    await client.messages.create({
+      model: 'mock-model',
+      max_tokens: 1,
+      messages: [{ role: 'user', content: 'x' }],
+    });
+    expect(lastBody().continue_final_message).toBeUndefined();
+  });
+
   it('a thinking block sent back is not sent to the engine', async () => {
     await client.messages.create({
       model: 'mock-model',

@@ -84,6 +84,10 @@ function toChatMessages(message: AnthropicMessage): ChatMessage[] {
   return [assistant];
 }
 
+function hasToolUse(message: AnthropicMessage): boolean {
+  return typeof message.content !== 'string' && message.content.some((b) => b.type === 'tool_use');
+}
+
 export function toChatMessagesAll(request: CountTokensRequest | MessagesRequest): ChatMessage[] {
   const messages: ChatMessage[] = [];
   const system = systemText(request.system);
@@ -139,6 +143,12 @@ export function toChatRequest(request: MessagesRequest): Record<string, unknown>
       if ('disable_parallel_tool_use' in choice && choice.disable_parallel_tool_use === true)
         body.parallel_tool_calls = false;
     }
+  }
+  // A final assistant turn is a prefill: the engine continues it instead of starting a new turn.
+  const last = request.messages.at(-1);
+  if (last?.role === 'assistant' && !hasToolUse(last)) {
+    body.continue_final_message = true;
+    body.add_generation_prompt = false;
   }
   // vLLM and SGLang switch a model's reasoning on and off through its chat template.
   const thinking = request.thinking?.type;
