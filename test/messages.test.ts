@@ -3,7 +3,16 @@ import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { InvalidRequest, NoWorkerAvailable, QueueFull } from '../src/errors/http-errors.js';
+import { RequestStreamClosed } from '../src/errors/stream-errors.js';
 import type { Gateway } from '../src/gateway.js';
+import {
+  anthropicErrorBody,
+  anthropicErrorType,
+  anthropicStatus,
+  streamErrorBody,
+} from '../src/messages/errors.js';
+import { toStopReason } from '../src/messages/stop-reason.js';
 import { sequence } from '../src/mock/generate.js';
 import type { MockWorker } from '../src/mock/mock-worker.js';
 import { eventually, metric, perTest, post, startGateway, startMocks } from './helpers/gateway.js';
@@ -783,4 +792,51 @@ describe('against the embedded llama.cpp engine', () => {
       await rm(dir, { recursive: true, force: true });
     }
   }, 60_000);
+});
+
+describe('the mappings, one by one', () => {
+  it('finish_reason → stop_reason', () => {
+    expect(toStopReason('stop', null, undefined)).toEqual({ stop_reason: 'end_turn', stop_sequence: null });
+    expect(toStopReason('stop', 'END', ['END'])).toEqual({
+      stop_reason: 'stop_sequence',
+      stop_sequence: 'END',
+    });
+    // A stop the client did not ask for (an EOS token id, a server-side stop) is the end of the turn.
+    expect(toStopReason('stop', 'other', ['END'])).toEqual({ stop_reason: 'end_turn', stop_sequence: null });
+    expect(toStopReason('stop', 151645, ['END'])).toEqual({ stop_reason: 'end_turn', stop_sequence: null });
+    expect(toStopReason('length', null, undefined).stop_reason).toBe('max_tokens');
+    expect(toStopReason('tool_calls', null, undefined).stop_reason).toBe('tool_use');
+    expect(toStopReason('function_call', null, undefined).stop_reason).toBe('tool_use');
+    expect(toStopReason('content_filter', null, undefined).stop_reason).toBe('refusal');
+  });
+
+  it('status → Anthropic error type, with 529 for a gateway without room', () => {
+    const table: [number, string][] = [
+      [400, 'invalid_request_error'],
+      [401, 'authentication_error'],
+      [403, 'permission_error'],
+      [404, 'not_found_error'],
+      [409, 'invalid_request_error'],
+      [413, 'request_too_large'],
+      [415, 'invalid_request_error'],
+      [429, 'rate_limit_error'],
+      [500, 'api_error'],
+      [502, 'api_error'],
+      [503, 'overloaded_error'],
+      [504, 'api_error'],
+      [529, 'overloaded_error'],
+    ];
+    for (const [status, type] of table) expect(anthropicErrorType(status)).toBe(type);
+    expect(anthropicStatus(new NoWorkerAvailable('m'))).toBe(529);
+    expect(anthropicStatus(new QueueFull('w'))).toBe(529);
+    expect(anthropicErrorBody(new InvalidRequest('bad', 'messages[0]', 'invalid_value'), 'req-1')).toEqual({
+      type: 'error',
+      error: { type: 'invalid_request_error', message: 'bad', code: 'invalid_value', param: 'messages[0]' },
+      request_id: 'req-1',
+    });
+    expect(streamErrorBody(new RequestStreamClosed('r1')).error).toMatchObject({
+      type: 'api_error',
+      code: 'request_stream_closed',
+    });
+  });
 });
