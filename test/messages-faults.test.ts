@@ -1,8 +1,15 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { relayMessages } from '../src/api/messages-relay.js';
+import type { StreamOutcome } from '../src/api/relay-stream.js';
+import type { ResumableStream } from '../src/dispatch/resumable-stream.js';
 import type { Gateway } from '../src/gateway.js';
 import { sequence } from '../src/mock/generate.js';
 import type { MockWorker } from '../src/mock/mock-worker.js';
+import type { ParsedChunk } from '../src/streams/chat-stream-tracker.js';
+import type { EngineStreamSink } from '../src/streams/engine-stream.js';
 import { EVIL_MODEL, type EvilEngine, startEvilEngine } from './helpers/evil-engine.js';
 import { eventually, metric, perTest, post, startGateway, startMocks } from './helpers/gateway.js';
 
@@ -353,5 +360,87 @@ describe('an engine that reports its own failure as a finish', () => {
       type: 'error',
       error: { type: 'api_error', code: 'engine_aborted' },
     });
+  });
+});
+
+describe('the Messages relay on its own', () => {
+  /** A stand-in for the engine stream: the test drives its sink. */
+  function fakeStream() {
+    const fake = {
+      sink: undefined as EngineStreamSink | undefined,
+      abandoned: 0,
+      worker: 'w-fake',
+      usage: { prompt_tokens: 2, completion_tokens: 1, total_tokens: 3 },
+      finishReason: 'stop',
+      attach(sink: EngineStreamSink) {
+        fake.sink = sink;
+      },
+      pause() {},
+      resume() {},
+      abandon() {
+        fake.abandoned++;
+      },
+    };
+    return fake;
+  }
+
+  async function serve(fake: ReturnType<typeof fakeStream>, pingMs: number) {
+    const done: Promise<StreamOutcome>[] = [];
+    const server = createServer((_req, res) => {
+      done.push(
+        relayMessages(res, fake as unknown as ResumableStream, {
+          requestId: 'r1',
+          model: 'm',
+          stopSequences: undefined,
+          clientGone: new AbortController().signal,
+          pingMs,
+        }),
+      );
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+    return { server, url, done };
+  }
+
+  const chunk = (content: string): ParsedChunk => ({ choices: [{ index: 0, delta: { content } }] });
+
+  it('pings while the engine is quiet, then ends normally', async () => {
+    const fake = fakeStream();
+    const { server, url, done } = await serve(fake, 40);
+    try {
+      const response = await fetch(url);
+      const text = response.text();
+      await eventually(() => fake.sink !== undefined);
+      fake.sink!.onEvents(Buffer.alloc(0), [chunk('hi')]);
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      fake.sink!.onComplete(true);
+      const events = parseSse(await text).map((e) => e.event);
+      expect(events.slice(0, 2)).toEqual(['message_start', 'ping']);
+      // Quiet for 200 ms at one ping per 40 ms idle tick: some pings, between the text and its end.
+      const stop = events.indexOf('content_block_stop');
+      expect(events.slice(4, stop).filter((e) => e === 'ping').length).toBeGreaterThanOrEqual(2);
+      expect(events.slice(-3)).toEqual(['content_block_stop', 'message_delta', 'message_stop']);
+      expect((await done[0])!.kind).toBe('completed');
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
+  });
+
+  it('a client that goes away abandons the engine stream at once', async () => {
+    const fake = fakeStream();
+    const { server, url, done } = await serve(fake, 10_000);
+    try {
+      const controller = new AbortController();
+      const response = await fetch(url, { signal: controller.signal });
+      const reader = response.body!.getReader();
+      await reader.read();
+      controller.abort();
+      await eventually(() => fake.abandoned === 1);
+      expect((await done[0])!.kind).toBe('client_gone');
+    } finally {
+      server.closeAllConnections();
+      server.close();
+    }
   });
 });

@@ -778,6 +778,18 @@ describe('against the embedded llama.cpp engine', () => {
       });
       expect(stopped.stop_reason).toBe('stop_sequence');
       expect(stopped.stop_sequence).toBe(cut);
+      const stoppedStream = await sdk.messages
+        .stream({
+          model: 'tiny',
+          max_tokens: 8,
+          ...GREEDY,
+          stop_sequences: [cut],
+          messages: [{ role: 'user', content: 'Hello' }],
+        })
+        .finalMessage();
+      expect(stoppedStream.stop_reason).toBe('stop_sequence');
+      expect(stoppedStream.stop_sequence).toBe(cut);
+      expect(stoppedStream.content).toEqual(stopped.content);
       const client = new OpenAI({ baseURL: `${gw.url}/v1`, apiKey: 'x', maxRetries: 0 });
       // The chat route is untouched by the Messages front.
       const chat = await client.chat.completions.create({
