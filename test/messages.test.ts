@@ -407,6 +407,9 @@ describe('POST /v1/messages', () => {
       messages: [{ role: 'user', content: 'x'.repeat(40) }],
     });
     expect(counted.input_tokens).toBe(10);
+    expect(
+      await metric(gateway.url, 'sluice_requests_total', { route: 'messages_count_tokens', status: '200' }),
+    ).toBe(2);
   });
 
   it('requests are counted and timed under route="messages"', async () => {

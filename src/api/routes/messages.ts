@@ -19,6 +19,8 @@ import { parseResumeHeader } from './generation.js';
 const API = 'messages' as const;
 const PATH = '/v1/messages';
 const COUNT_PATH = '/v1/messages/count_tokens';
+/** The `route` label of count_tokens requests in the request metrics and logs. */
+const COUNT_ROUTE = 'messages_count_tokens';
 
 function headerValue(request: FastifyRequest, name: string): string | undefined {
   const value = request.headers[name];
@@ -166,27 +168,39 @@ export function messagesRoutes(ctx: GatewayContext) {
   }
 
   async function countTokens(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const raw = request.body as Record<string, unknown> | undefined;
-    // Counting spends no generation: a key is needed, its rate limits are not.
-    await ctx.access.admit(
-      request,
-      reply,
-      typeof raw?.model === 'string' ? raw.model : undefined,
-      false,
-      credentialOf(request),
-    );
-    const body = validateBody(countTokensRequestSchema, request.body);
-    ctx.dispatcher.assertModel(body.model);
-    let count: number | undefined;
-    const worker = ctx.registry.forModel(body.model).find((w) => w.healthy);
-    if (worker) count = await tokenizer.count(worker, body);
-    const source = count === undefined ? 'estimate' : 'tokenizer';
-    reply
-      .code(200)
-      .header('x-request-id', request.id)
-      .header('request-id', request.id)
-      .header('x-sluice-token-count', source)
-      .send({ input_tokens: count ?? estimateTokens(body) });
+    const observer = new RequestObserver(ctx.metrics, ctx.log, COUNT_ROUTE, request.id);
+    try {
+      const raw = request.body as Record<string, unknown> | undefined;
+      // Counting spends no generation: a key is needed, its rate limits are not.
+      await ctx.access.admit(
+        request,
+        reply,
+        typeof raw?.model === 'string' ? raw.model : undefined,
+        false,
+        credentialOf(request),
+      );
+      const body = validateBody(countTokensRequestSchema, request.body);
+      ctx.dispatcher.assertModel(body.model);
+      observer.model = body.model;
+      let count: number | undefined;
+      const worker = ctx.registry.forModel(body.model).find((w) => w.healthy);
+      if (worker) {
+        observer.worker = worker.id;
+        count = await tokenizer.count(worker, body);
+      }
+      const source = count === undefined ? 'estimate' : 'tokenizer';
+      reply
+        .code(200)
+        .header('x-request-id', request.id)
+        .header('request-id', request.id)
+        .header('x-sluice-token-count', source)
+        .send({ input_tokens: count ?? estimateTokens(body) });
+      observer.finish(200, 'completed', { tokenCount: source });
+    } catch (err) {
+      const error = toSluiceError(err, bodyLimit);
+      observer.finish(anthropicStatus(error), 'error', { code: error.code });
+      throw error;
+    }
   }
 
   return async (app: FastifyInstance): Promise<void> => {
