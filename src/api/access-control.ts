@@ -123,9 +123,11 @@ export class AccessControl {
     reply: FastifyReply,
     model: string | undefined,
     limited: boolean,
+    /** The key when the route reads it from elsewhere than `Authorization: Bearer` (`x-api-key`). */
+    credential?: string,
   ): Promise<Grant | undefined> {
     if (!this.keys || !this.keysExist) return undefined;
-    const token = bearerToken(request.headers.authorization);
+    const token = credential ?? bearerToken(request.headers.authorization);
     if (token === undefined) throw new InvalidApiKey('missing');
     const key = await this.keys.authenticate(token);
     if (!key) throw new InvalidApiKey('invalid');

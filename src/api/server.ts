@@ -8,6 +8,7 @@ import Fastify, {
   LogController,
 } from 'fastify';
 import { GatewayShuttingDown, InvalidRequest } from '../errors/http-errors.js';
+import { anthropicErrorBody } from '../messages/errors.js';
 import type { GatewayContext } from './context.js';
 import { installErrorHandlers, toSluiceError } from './error-handler.js';
 import { adminKeyRoutes } from './routes/admin-keys.js';
@@ -17,6 +18,7 @@ import { conversationRoutes } from './routes/conversations.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { generationRoutes } from './routes/generation.js';
 import { healthRoutes } from './routes/health.js';
+import { messagesRoutes } from './routes/messages.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { modelRoutes } from './routes/models.js';
 import { responseRoutes } from './routes/responses.js';
@@ -149,7 +151,8 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
     const url = request.url;
     if (ctx.lifecycle.draining && !url.startsWith('/health') && url !== '/metrics') {
       const error = new GatewayShuttingDown();
-      reply.code(error.status).headers(error.headers()).send(error.toBody());
+      const body = url.startsWith('/v1/messages') ? anthropicErrorBody(error, request.id) : error.toBody();
+      reply.code(error.status).headers(error.headers()).send(body);
       return;
     }
     if (url.startsWith('/admin') || url.startsWith('/dashboard')) {
@@ -164,6 +167,7 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
   });
   app.register(generationRoutes(ctx));
   app.register(responseRoutes(ctx));
+  app.register(messagesRoutes(ctx));
   app.register(conversationRoutes(ctx));
   app.register(modelRoutes(ctx));
   app.register(healthRoutes(ctx));

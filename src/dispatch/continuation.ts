@@ -21,7 +21,15 @@ export function continuationBody(
     body.prompt = original.prompt + continuation.text;
   } else {
     const messages = Array.isArray(original.messages) ? original.messages : [];
-    body.messages = [...messages, { role: 'assistant', content: continuation.text }];
+    const last = messages.at(-1) as { role?: unknown; content?: unknown } | undefined;
+    // A request that already continued its final assistant message (a prefill) goes on from it.
+    if (
+      original.continue_final_message === true &&
+      last?.role === 'assistant' &&
+      typeof last.content === 'string'
+    )
+      body.messages = [...messages.slice(0, -1), { ...last, content: last.content + continuation.text }];
+    else body.messages = [...messages, { role: 'assistant', content: continuation.text }];
     body.continue_final_message = true;
     body.add_generation_prompt = false;
   }

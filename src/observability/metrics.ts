@@ -7,7 +7,7 @@ import { RecentRequests } from './recent-requests.js';
 
 const CIRCUIT_VALUE: Record<CircuitState, number> = { closed: 0, half_open: 1, open: 2 };
 
-export type ApiName = 'chat_completions' | 'completions' | 'responses';
+export type ApiName = 'chat_completions' | 'completions' | 'responses' | 'messages';
 
 /** Every metric of one gateway, on its own registry so that several gateways can share a process. */
 export class GatewayMetrics {
