@@ -22,6 +22,7 @@ describe('npm pack + npm install -g + sluice serve', () => {
     if (!existsSync('dist/cli/main.js')) execFileSync('npm', ['run', 'build'], { stdio: 'ignore' });
     const packed = execFileSync('npm', ['pack', '--ignore-scripts', '--pack-destination', dir], {
       encoding: 'utf8',
+      stdio: ['ignore', 'pipe', 'ignore'],
     })
       .trim()
       .split('\n')
