@@ -29,3 +29,22 @@ export function backends(): Backend[] {
     },
   ];
 }
+
+/**
+ * Reads the rows of a table straight from a running gateway's store (SQLite or PostgreSQL),
+ * bypassing the API: what is really stored, not what a route chooses to answer.
+ */
+export async function storedRows(
+  store: unknown,
+  table: 'responses' | 'conversations' | 'conversation_items',
+): Promise<Record<string, unknown>[]> {
+  const internals = store as {
+    kind: 'sqlite' | 'postgres';
+    db?: { prepare(sql: string): { all(): Record<string, unknown>[] } };
+    pool?: pg.Pool;
+    schema?: string;
+  };
+  if (internals.kind === 'sqlite') return internals.db!.prepare(`SELECT * FROM ${table}`).all();
+  const qualified = internals.schema ? `"${internals.schema}".${table}` : table;
+  return (await internals.pool!.query(`SELECT * FROM ${qualified}`)).rows;
+}
