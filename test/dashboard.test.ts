@@ -265,6 +265,31 @@ describe('dashboard lifecycle', () => {
   });
 });
 
+/**
+ * Browser code (a string: this file is compiled without the DOM library): decodes a PNG, and
+ * counts the pixels of a box that have (about) a CSS colour.
+ */
+const COUNT_PIXELS_OF_COLOR = `async ({ base64, box, color }) => {
+  const image = new Image();
+  image.src = 'data:image/png;base64,' + base64;
+  await image.decode();
+  const canvas = document.createElement('canvas');
+  canvas.width = image.width;
+  canvas.height = image.height;
+  const context = canvas.getContext('2d');
+  context.drawImage(image, 0, 0);
+  const probe = document.createElement('canvas').getContext('2d');
+  probe.fillStyle = color;
+  probe.fillRect(0, 0, 1, 1);
+  const [r, g, b] = probe.getImageData(0, 0, 1, 1).data;
+  const pixels = context.getImageData(Math.round(box.x), Math.round(box.y), Math.round(box.width), Math.round(box.height)).data;
+  let matching = 0;
+  for (let i = 0; i < pixels.length; i += 4) {
+    if (Math.abs(pixels[i] - r) < 24 && Math.abs(pixels[i + 1] - g) < 24 && Math.abs(pixels[i + 2] - b) < 24) matching++;
+  }
+  return matching;
+}`;
+
 describe('dashboard in a browser', () => {
   let browser: Browser;
   let page: Page;
@@ -390,40 +415,8 @@ describe('dashboard in a browser', () => {
     }
     const inspect = await browser.newPage();
     try {
-      const found = await inspect.evaluate(
-        async ({ base64, box, color }) => {
-          const image = new Image();
-          image.src = `data:image/png;base64,${base64}`;
-          await image.decode();
-          const canvas = document.createElement('canvas');
-          canvas.width = image.width;
-          canvas.height = image.height;
-          const context = canvas.getContext('2d')!;
-          context.drawImage(image, 0, 0);
-          // The stroke colour as RGB, through the canvas's own parser.
-          const probe = document.createElement('canvas').getContext('2d')!;
-          probe.fillStyle = color;
-          probe.fillRect(0, 0, 1, 1);
-          const [r, g, b] = probe.getImageData(0, 0, 1, 1).data;
-          const pixels = context.getImageData(
-            Math.round(box.x),
-            Math.round(box.y),
-            Math.round(box.width),
-            Math.round(box.height),
-          ).data;
-          let matching = 0;
-          for (let i = 0; i < pixels.length; i += 4) {
-            if (
-              Math.abs(pixels[i]! - r!) < 24 &&
-              Math.abs(pixels[i + 1]! - g!) < 24 &&
-              Math.abs(pixels[i + 2]! - b!) < 24
-            )
-              matching++;
-          }
-          return matching;
-        },
-        { base64: png.toString('base64'), box: plotBox, color: stroke },
-      );
+      const args = JSON.stringify({ base64: png.toString('base64'), box: plotBox, color: stroke });
+      const found = (await inspect.evaluate(`(${COUNT_PIXELS_OF_COLOR})(${args})`)) as number;
       // A drawn line is at least dozens of pixels of its colour.
       expect(found).toBeGreaterThan(30);
     } finally {
