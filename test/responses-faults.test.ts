@@ -33,10 +33,22 @@ describe('Responses API under faults', () => {
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ model: 'mock-model', input: 'x', stream: true, max_output_tokens: 200 }),
     });
-    const body = response.text();
-    await eventually(() => workers[0]!.stats.inflight === 1);
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Read until some text has been shown, then kill the worker mid-stream.
+    const reader = response.body!.getReader();
+    const decoder = new TextDecoder();
+    let received = '';
+    while (!received.includes('event: response.output_text.delta')) {
+      const { value, done } = await reader.read();
+      if (done) throw new Error('the stream ended early');
+      received += decoder.decode(value, { stream: true });
+    }
     await workers[0]!.close(); // every socket destroyed, like kill -9
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      received += decoder.decode(value, { stream: true });
+    }
+    const body = Promise.resolve(received);
     const events = parseEvents(await body);
     const last = events.at(-1)!;
     expect(last.name).toBe('response.failed');
