@@ -371,7 +371,8 @@ describe('KubernetesDiscovery: stop', () => {
     await waitFor(() => expect(h.logs.some((l) => l.msg?.includes('watch ended'))).toBe(true)); // waiting 10 s
     const began = Date.now();
     await h.discovery.stop();
-    expect(Date.now() - began).toBeLessThan(1000);
+    // The backoff had 10 s to go: generous for a loaded machine.
+    expect(Date.now() - began).toBeLessThan(5_000);
     expect(await timers()).toBe(0);
     await expect(h.start()).rejects.toThrow(/once/);
     await sleep(50, new AbortController().signal);

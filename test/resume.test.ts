@@ -237,7 +237,8 @@ describe('mid-stream failover: a dead worker does not cost the client its answer
     const res = await chatStream(gateway.url, {}, { max_tokens: 100 });
     const last = JSON.parse(sseData(res.text).at(-1)!) as { error: { code: string } };
     expect(last.error.code).toBe('stream_deadline_exceeded');
-    expect(Date.now() - started).toBeLessThan(2_000);
+    // Past the deadline the stream would go on for seconds (100 tokens at 20/s); generous under load.
+    expect(Date.now() - started).toBeLessThan(3_000);
     await eventually(() => workers.every((w) => w.stats.inflight === 0));
   });
 

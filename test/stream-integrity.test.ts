@@ -220,7 +220,8 @@ describe('a stream never just stops', () => {
         'x-mock-fault': 'stall_after:2',
       });
       expect(JSON.parse(sseData(res.text).at(-1)!).error.code).toBe('stream_idle_timeout');
-      expect(Date.now() - started).toBeLessThan(3_000);
+      // The global idle timeout would take 60 s: generous for a loaded machine.
+      expect(Date.now() - started).toBeLessThan(10_000);
     } finally {
       await gw.close();
     }
