@@ -321,7 +321,7 @@ describe('RedisRateLimiter with Redis down', () => {
     await expect(limiter.connect()).rejects.toThrow();
     const started = Date.now();
     const decisions = await Promise.all(Array.from({ length: 5 }, () => limiter.check('key_down', rpm(1))));
-    expect(Date.now() - started).toBeLessThan(1000);
+    expect(Date.now() - started).toBeLessThan(3_000); // fails fast: generous for a loaded machine
     expect(allowedCount(decisions)).toBe(5);
     expect(decisions[0]).toMatchObject({
       limitRequests: 1,
@@ -341,7 +341,7 @@ describe('RedisRateLimiter with Redis down', () => {
     });
     const started = Date.now();
     const error = await limiter.check('key_down', rpm(1)).catch((err: unknown) => err);
-    expect(Date.now() - started).toBeLessThan(1000);
+    expect(Date.now() - started).toBeLessThan(3_000); // fails fast: generous for a loaded machine
     expect(error).toBeInstanceOf(RateLimiterUnavailable);
     expect(error).toMatchObject({ status: 503, code: 'rate_limiter_unavailable', retryable: true });
     expect(limiter.stats.failedClosed).toBe(1);
@@ -396,7 +396,7 @@ describe('RedisRateLimiter with Redis down', () => {
     const elapsed = Date.now() - started;
     expect(decision.allowed).toBe(true);
     expect(elapsed).toBeGreaterThanOrEqual(150);
-    expect(elapsed).toBeLessThan(1000);
+    expect(elapsed).toBeLessThan(3_000); // the 200 ms command timeout, not a hang: generous under load
     expect(limiter.stats.failedOpen).toBe(1);
   });
 
