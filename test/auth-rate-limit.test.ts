@@ -7,8 +7,8 @@ import { MemoryRateLimiter } from '../src/auth/memory-rate-limiter.js';
 import { formatRateLimitHeaders, formatResetDuration } from '../src/auth/rate-limit-headers.js';
 import type { Decision, RateLimiter, RateLimits } from '../src/auth/rate-limiter.js';
 import { RedisRateLimiter, type RedisRateLimiterOptions } from '../src/auth/redis-rate-limiter.js';
+import { REDIS_URL } from './helpers/backends.js';
 
-const REDIS_URL = process.env.SLUICE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
 const RUN_PREFIX = `sluice:rl:test_${process.pid}_${Date.now().toString(36)}:`;
 const T0 = 1_760_000_000_000;
 
@@ -363,7 +363,8 @@ describe('RedisRateLimiter with Redis down', () => {
     expect((await limiter.check('key_back', rpm(1))).remainingRequests).toBeNull();
     // Redis "comes back" on the port the limiter keeps retrying: a proxy to the real one.
     const proxy = createServer((client) => {
-      const upstream = connect(6379, '127.0.0.1');
+      const real = new URL(REDIS_URL);
+      const upstream = connect(Number(real.port || 6379), real.hostname);
       client.pipe(upstream).pipe(client);
       client.on('error', () => upstream.destroy());
       upstream.on('error', () => client.destroy());

@@ -5,6 +5,9 @@ import type { SluiceConfigInput } from '../../src/config/schema.js';
 /** PostgreSQL of this machine (trust auth); CI starts it when it is down. */
 export const POSTGRES_URL = process.env.SLUICE_TEST_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/test';
 
+/** Redis of this machine; CI starts it when it is down. */
+export const REDIS_URL = process.env.SLUICE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
 export interface Backend {
   name: 'sqlite' | 'postgres';
   storage(): SluiceConfigInput['storage'];
