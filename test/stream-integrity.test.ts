@@ -119,6 +119,7 @@ describe('a stream never just stops', () => {
 
   const totals = () => workers.reduce((n, w) => n + w.stats.requests, 0);
   const aborted = () => workers.reduce((n, w) => n + w.stats.aborted, 0);
+  const completed = () => workers.reduce((n, w) => n + w.stats.completed, 0);
 
   for (const api of ['chat_completions', 'completions'] as const) {
     for (const c of CASES) {
@@ -127,6 +128,7 @@ describe('a stream never just stops', () => {
         const before = await metricOrZero(gateway.url, 'sluice_stream_failures_total', labels);
         const requestsBefore = totals();
         const abortedBefore = aborted();
+        const completedBefore = completed();
         const path = api === 'chat_completions' ? '/v1/chat/completions' : '/v1/completions';
         const body =
           api === 'chat_completions'
@@ -159,6 +161,9 @@ describe('a stream never just stops', () => {
         // an engine that ended or cut the stream itself is never counted aborted.
         await eventually(() => workers.every((w) => w.stats.inflight === 0));
         expect(aborted()).toBe(abortedBefore + (c.aborts ? 1 : 0));
+        // The engine ended its answer itself exactly when it was not aborted and did not cut the connection.
+        const cut = c.fault.startsWith('reset_after');
+        expect(completed()).toBe(completedBefore + (c.aborts || cut ? 0 : 1));
       });
     }
   }
