@@ -177,11 +177,6 @@ describe('RedisRateLimiter', () => {
   beforeAll(async () => {
     await admin.connect();
   });
-  afterAll(async () => {
-    const keys = await admin.keys(`${RUN_PREFIX}*`);
-    if (keys.length > 0) await admin.del(...keys);
-    await admin.quit();
-  });
   const limiters: RateLimiter[] = [];
   let counter = 0;
   const uniqueKey = () => `key_redis_${++counter}`;
@@ -194,6 +189,9 @@ describe('RedisRateLimiter', () => {
 
   afterAll(async () => {
     await Promise.all(limiters.map((limiter) => limiter.close()));
+    const keys = await admin.keys(`${RUN_PREFIX}*`);
+    if (keys.length > 0) await admin.del(...keys);
+    await admin.quit();
   });
 
   it('admits rpm requests, then refuses with the time until one request has refilled', async () => {
