@@ -10,7 +10,7 @@ import { stringify } from 'yaml';
 import { closedLoop, type RequestRun, type StreamRun, streams, summarize } from './load.js';
 import { cpuSeconds, type Proc, rssBytes, startCli, startFloorRelay, stop } from './processes.js';
 import { type ProfileSummary, summarizeProfile } from './profile-summary.js';
-import { routingDecisionMicros } from './routing-decision.js';
+import { radixLookupMicros, routingDecisionMicros } from './routing-decision.js';
 import { round } from './stats.js';
 
 const QUICK = process.argv.includes('--quick');
@@ -210,6 +210,9 @@ async function main(): Promise<void> {
     results.cacheAwareDecisionMicros = Object.fromEntries(
       Object.entries(routingDecisionMicros()).map(([k, v]) => [k, round(v, 2)]),
     );
+    results.radixLookupMicros = Object.fromEntries(
+      Object.entries(radixLookupMicros()).map(([k, v]) => [k, round(v, 2)]),
+    );
   } finally {
     // SIGTERM lets a profiled gateway write its profile.
     await Promise.all([stop(gateway, 'SIGTERM'), ...[fast, slow, fastFloor, slowFloor].map((p) => stop(p))]);
@@ -275,6 +278,8 @@ function printTable(report: Record<string, unknown>): void {
   }
   const routing = report.cacheAwareDecisionMicros as { p50: number; p99: number };
   console.log(`\ncache_aware decision, 10k prefixes: p50 ${routing.p50} µs, p99 ${routing.p99} µs`);
+  const lookup = report.radixLookupMicros as { p50: number; p99: number };
+  console.log(`radix tree lookup, 1 KB among 10k prompts: p50 ${lookup.p50} µs, p99 ${lookup.p99} µs`);
   const profile = report.gatewayProfile as ProfileSummary | undefined;
   if (profile) {
     console.log(`\ngateway CPU profile (${profile.busyMs} ms on CPU; ${profile.file}), % of busy time:`);

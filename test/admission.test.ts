@@ -19,7 +19,13 @@ describe('per-worker concurrency limit with a bounded queue', () => {
     const first = slow(gateway);
     await eventually(() => workers[0]!.stats.inflight === 1);
     const second = slow(gateway); // waits in the queue
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    // Event-driven: the gateway shows it queued before the third arrives.
+    await eventually(async () => {
+      const admin = (await (await fetch(`${gateway.url}/admin/workers`)).json()) as {
+        data: { queued: number }[];
+      };
+      return admin.data[0]!.queued === 1;
+    });
     const third = await post(`${gateway.url}/v1/chat/completions`, chatBody({ max_tokens: 1 }));
     expect(third.status).toBe(503);
     expect(third.headers.get('retry-after')).toBeTruthy();

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway.js';
 import type { MockWorker } from '../src/mock/mock-worker.js';
-import { chatBody, post, startGateway, startMocks } from './helpers/gateway.js';
+import { chatBody, eventually, post, startGateway, startMocks } from './helpers/gateway.js';
 
 interface ErrorBody {
   error: { message: string; type: string; param: string | null; code: string | null };
@@ -116,7 +116,10 @@ describe('bad input gets an OpenAI-shaped error with the right status', () => {
       },
       body: JSON.stringify(slow),
     });
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    // Event-driven: the first is in flight at the worker (under its id) before the duplicate is sent.
+    await eventually(
+      () => workers[0]!.stats.inflight === 1 && workers[0]!.stats.requestIds.includes('dup-1'),
+    );
     expectError(await post(chat, slow, { 'x-request-id': 'dup-1' }), 409, 'duplicate_request_id');
     expect((await first).status).toBe(200);
   });

@@ -25,8 +25,9 @@ import {
   SqliteStore,
   type Store,
 } from '../src/storage/index.js';
+import { POSTGRES_URL } from './helpers/backends.js';
 
-const PG_URL = 'postgres://root@127.0.0.1:5432/test';
+const PG_URL = POSTGRES_URL;
 const SECRET_FORMAT = /^sk-sluice-[0-9A-Za-z]{40}$/;
 
 type KeyDatabase = Store & KeyStore;

@@ -1,7 +1,7 @@
 import type OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway.js';
-import { eventually, metric, post, sseData, startGateway } from './helpers/gateway.js';
+import { eventually, metric, metricOrZero, post, sseData, startGateway } from './helpers/gateway.js';
 import { LlamaProcess } from './helpers/llama-process.js';
 
 /**
@@ -226,7 +226,8 @@ describe('chaos against a real llama.cpp worker', { timeout: 120_000 }, () => {
   it('many concurrent streams with random disconnects leak nothing: in-flight returns to zero', async () => {
     const w = await worker();
     const gw = await gateway({ workers: [{ url: w.url }] });
-    const runs = Array.from({ length: 24 }, async (_, i) => {
+    type Outcome = { i: number; cut: boolean; end: 'completed' | 'aborted'; events: string[] };
+    const runs = Array.from({ length: 24 }, async (_, i): Promise<Outcome> => {
       const controller = new AbortController();
       const cut = i % 2 === 0 ? setTimeout(() => controller.abort(), 50 + ((i * 37) % 400)) : undefined;
       try {
@@ -241,14 +242,36 @@ describe('chaos against a real llama.cpp worker', { timeout: 120_000 }, () => {
           }),
           signal: controller.signal,
         });
-        await res.text();
-      } catch {
-        // the client gave up, as intended
+        expect(res.status, `stream ${i}`).toBe(200);
+        const events = sseData(await res.text());
+        return { i, cut: cut !== undefined, end: 'completed', events };
+      } catch (err) {
+        // Only the client's own cut may end a stream early, and only as the client's abort:
+        // not a reset, not a gateway error surfacing as a fetch failure.
+        expect(cut, `stream ${i} failed without being cut: ${String(err)}`).toBeDefined();
+        expect((err as Error).name, `stream ${i}`).toBe('AbortError');
+        return { i, cut: true, end: 'aborted', events: [] };
       } finally {
         clearTimeout(cut);
       }
     });
-    await Promise.all(runs);
+    const outcomes = await Promise.all(runs);
+    // Every stream that was not cut (and every cut one that finished before its cut) completed:
+    // [DONE] last, one finish, no error frame.
+    for (const o of outcomes.filter((x) => x.end === 'completed')) {
+      expect(o.events.at(-1), `stream ${o.i}`).toBe('[DONE]');
+      expect(
+        o.events.filter((e) => e.includes('"error"')),
+        `stream ${o.i}`,
+      ).toEqual([]);
+      expect(
+        o.events.filter((e) => /"finish_reason":"(length|stop)"/.test(e)),
+        `stream ${o.i}`,
+      ).toHaveLength(1);
+    }
+    expect(outcomes.filter((o) => !o.cut).every((o) => o.end === 'completed')).toBe(true);
+    const aborted = outcomes.filter((o) => o.end === 'aborted').length;
+    expect(aborted).toBeGreaterThan(0);
     await eventually(async () => {
       const stats = await w.stats();
       return stats.inflight === 0 && stats.queued === 0;
@@ -263,6 +286,10 @@ describe('chaos against a real llama.cpp worker', { timeout: 120_000 }, () => {
       };
       return admin.data[0]!.inflight === 0 && admin.data[0]!.queued === 0;
     }, 5_000);
-    expect(await metric(gw.url, 'sluice_client_disconnects_total')).toBeGreaterThan(0);
+    // The gateway saw the cuts as client disconnects, never as stream failures.
+    const disconnects = await metric(gw.url, 'sluice_client_disconnects_total');
+    expect(disconnects).toBeGreaterThan(0);
+    expect(disconnects).toBeLessThanOrEqual(aborted);
+    expect(await metricOrZero(gw.url, 'sluice_stream_failures_total')).toBe(0);
   });
 });

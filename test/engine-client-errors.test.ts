@@ -32,7 +32,7 @@ describe('engine client shutdown and lost control channels', () => {
     const worker = response.headers.get('x-sluice-worker')!;
     const index = Number(worker.slice(1));
     const text = response.text();
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await eventually(() => workers[index]!.stats.inflight === 1);
     expect(
       (await fetch(`${gateway.url}/admin/workers/${worker}?drain=false`, { method: 'DELETE' })).status,
     ).toBe(200);

@@ -306,8 +306,9 @@ describe('llama.cpp worker on the tiny model', () => {
     await reading;
     expect(chunks).toBe(5);
     const abortedAt = Date.now();
-    await eventually(() => worker.stats.inflight === 0, 1_000);
-    expect(Date.now() - abortedAt).toBeLessThan(500);
+    await eventually(() => worker.stats.inflight === 0, 5_000);
+    // Generous for a loaded machine; that generation really stopped is what `completed` below says.
+    expect(Date.now() - abortedAt).toBeLessThan(3_000);
     const after = await remoteStats();
     expect(after.aborted).toBe(before.aborted + 1);
     expect(after.completed).toBe(before.completed);

@@ -1,10 +1,13 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import OpenAI from 'openai';
-import { describe, expect, it } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import type { MockWorker } from '../src/mock/mock-worker.js';
 import {
   chatBody,
   eventually,
   metric,
+  metricOrZero,
   perTest,
   post,
   sseData,
@@ -155,35 +158,133 @@ describe('circuit breaker', () => {
     workers[0]!.setFault('http_500');
     const gateway = await startGateway({
       routing: { policy: 'round_robin' },
-      breaker: { failureThreshold: 2, cooldownMs: 300 },
+      breaker: { failureThreshold: 2, cooldownMs: 10_000 },
       health: { intervalMs: 60_000 },
       workers: workers.map((w) => ({ url: w.url })),
     });
     const bad = new URL(workers[0]!.url).host;
+    // The bad worker's breaker reads an injected clock: the cooldown passes when the test says so.
+    let now = 1_000_000;
+    const breaker = gateway.context.registry.get(bad)!.breaker as unknown as { now: () => number };
+    breaker.now = () => now;
+    const chat = () => post(`${gateway.url}/v1/chat/completions`, chatBody({ max_tokens: 1 }));
+    const state = () => metric(gateway.url, 'sluice_worker_circuit_state', { worker: bad });
+    const transitions = (to: string) =>
+      metricOrZero(gateway.url, 'sluice_circuit_transitions_total', { worker: bad, state: to });
     try {
-      for (let i = 0; i < 6; i++) {
-        expect((await post(`${gateway.url}/v1/chat/completions`, chatBody({ max_tokens: 1 }))).status).toBe(
-          200,
-        );
-      }
+      for (let i = 0; i < 6; i++) expect((await chat()).status).toBe(200);
       // Two failures opened the circuit: the bad worker got no more than two requests.
       expect(workers[0]!.stats.requests).toBe(2);
-      expect(await metric(gateway.url, 'sluice_worker_circuit_state', { worker: bad })).toBe(2);
-      workers[0]!.setFault(undefined);
-      await new Promise((resolve) => setTimeout(resolve, 350));
-      for (let i = 0; i < 4; i++) {
-        expect((await post(`${gateway.url}/v1/chat/completions`, chatBody({ max_tokens: 1 }))).status).toBe(
-          200,
-        );
+      expect(await state()).toBe(2);
+      expect(await transitions('open')).toBe(1);
+      // Still open just before the cooldown ends: nothing reaches the bad worker.
+      now += 9_999;
+      for (let i = 0; i < 3; i++) expect((await chat()).status).toBe(200);
+      expect(workers[0]!.stats.requests).toBe(2);
+
+      // The cooldown is over: exactly one request goes through as the probe. It is held in the
+      // worker (slow headers) while more requests arrive; none of them reaches the bad worker.
+      now += 1;
+      workers[0]!.setFault('delay_headers:1500');
+      // Round robin may send the first requests after the cooldown to the good worker: send one
+      // at a time until the probe is out (at most a few: the rotation reaches the bad worker).
+      const sent: { done: boolean; response: ReturnType<typeof chat> }[] = [];
+      while (workers[0]!.stats.requests < 3) {
+        if (sent.length > 4) throw new Error('no probe reached the bad worker');
+        const one = { done: false, response: chat() };
+        void one.response.finally(() => {
+          one.done = true;
+        });
+        sent.push(one);
+        await eventually(() => workers[0]!.stats.requests === 3 || one.done);
       }
-      expect(workers[0]!.stats.requests).toBeGreaterThan(2);
-      expect(await metric(gateway.url, 'sluice_worker_circuit_state', { worker: bad })).toBe(0);
-      expect(
-        await metric(gateway.url, 'sluice_circuit_transitions_total', { worker: bad, state: 'open' }),
-      ).toBe(1);
+      await eventually(() => workers[0]!.stats.inflight === 1);
+      expect(await state()).toBe(1);
+      expect(await transitions('half_open')).toBe(1);
+      const during = await Promise.all(Array.from({ length: 4 }, () => chat()));
+      for (const r of during) expect(r.status).toBe(200);
+      for (const r of during) expect(r.headers.get('x-sluice-worker')).not.toBe(bad);
+      expect(workers[0]!.stats.requests).toBe(3); // the single probe, nothing else
+      expect(workers[0]!.stats.inflight).toBe(1);
+
+      // The probe succeeds: the circuit closes and the worker takes its share again.
+      workers[0]!.setFault(undefined);
+      for (const one of sent) expect((await one.response).status).toBe(200);
+      expect(await state()).toBe(0);
+      expect(await transitions('closed')).toBe(1);
+      for (let i = 0; i < 4; i++) expect((await chat()).status).toBe(200);
+      expect(workers[0]!.stats.requests).toBe(5);
+      expect(await transitions('open')).toBe(1);
     } finally {
       await gateway.close();
       await Promise.all(workers.map((w) => w.close()));
+    }
+  });
+});
+
+describe('retry ids and backoff', () => {
+  it('each retry has its own -retryN id (N up to maxAttempts - 1) and the backoff doubles', async () => {
+    // One engine behind four worker entries: it fails the first three attempts with a 500 and
+    // records when each attempt arrived and under which request id.
+    const arrivals: { id: string; at: number }[] = [];
+    const engine = createServer((req, res) => {
+      if (req.method === 'GET') {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ object: 'list', data: [{ id: 'mock-model', object: 'model' }] }));
+        return;
+      }
+      req.resume();
+      req.on('end', () => {
+        arrivals.push({ id: String(req.headers['x-request-id']), at: performance.now() });
+        if (arrivals.length < 4) {
+          res.writeHead(500, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ error: { message: 'boom', type: 'server_error', code: 500 } }));
+          return;
+        }
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            id: 'chatcmpl-1',
+            object: 'chat.completion',
+            created: 1,
+            model: 'mock-model',
+            choices: [{ index: 0, message: { role: 'assistant', content: 'ok' }, finish_reason: 'stop' }],
+            usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 },
+          }),
+        );
+      });
+    });
+    await new Promise<void>((resolve) => engine.listen(0, '127.0.0.1', resolve));
+    const url = `http://127.0.0.1:${(engine.address() as AddressInfo).port}`;
+    // The jitter factor is 0.5 + random/2: pinned to 1, the delays are exactly backoffMs * 2^(n-1).
+    const random = vi.spyOn(Math, 'random').mockReturnValue(0.999_999);
+    const gateway = await startGateway({
+      routing: { policy: 'round_robin' },
+      retry: { maxAttempts: 4, backoffMs: 100, maxBackoffMs: 10_000 },
+      breaker: { failureThreshold: 100 },
+      workers: ['a', 'b', 'c', 'd'].map((id) => ({ url, id, models: ['mock-model'] })),
+    });
+    try {
+      const res = await post(`${gateway.url}/v1/chat/completions`, chatBody({ max_tokens: 1 }), {
+        'x-request-id': 'backoff-1',
+      });
+      expect(res.status).toBe(200);
+      expect(arrivals.map((a) => a.id)).toEqual([
+        'backoff-1',
+        'backoff-1-retry1',
+        'backoff-1-retry2',
+        'backoff-1-retry3',
+      ]);
+      const gaps = arrivals.slice(1).map((a, i) => a.at - arrivals[i]!.at);
+      // Lower bounds only (a loaded machine makes gaps longer, never shorter): 100, 200, 400 ms.
+      expect(gaps[0]).toBeGreaterThanOrEqual(99);
+      expect(gaps[1]).toBeGreaterThanOrEqual(199);
+      expect(gaps[2]).toBeGreaterThanOrEqual(399);
+      expect(await metric(gateway.url, 'sluice_upstream_retries_total')).toBe(3);
+    } finally {
+      random.mockRestore();
+      await gateway.close();
+      await new Promise((resolve) => engine.close(resolve));
     }
   });
 });

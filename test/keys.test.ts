@@ -58,6 +58,27 @@ describe('API keys, limits and header hygiene', () => {
     expect((await fetch(`${gateway.url}/dashboard/data`)).status).toBe(401);
   });
 
+  it('the admin key as ?key= opens the dashboard only, never the admin API', async () => {
+    for (const path of ['/dashboard', '/dashboard/data', '/dashboard/events']) {
+      const res = await fetch(`${gateway.url}${path}?key=${ADMIN}`);
+      expect(res.status, path).toBe(200);
+      await res.body?.cancel();
+    }
+    for (const path of ['/admin/workers', '/admin/keys', '/admin/models/mock-model/is_sleeping']) {
+      const res = await fetch(`${gateway.url}${path}?key=${ADMIN}`);
+      expect(res.status, path).toBe(401);
+      expect(((await res.json()) as { error: { code: string } }).error.code).toBe('invalid_api_key');
+    }
+    const created = await fetch(`${gateway.url}/admin/keys?key=${ADMIN}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: '{}',
+    });
+    expect(created.status).toBe(401);
+    // The same key as a Bearer token opens them.
+    expect((await admin('/workers')).status).toBe(200);
+  });
+
   it('with no key the gateway runs open; the first key closes it', async () => {
     expect((await chat(undefined)).status).toBe(200);
     const created = await createKey({ name: 'team-a', models: ['mock-model'], rpm: 1000 });

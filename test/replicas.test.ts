@@ -8,7 +8,7 @@ import OpenAI from 'openai';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createMockWorker, type MockWorker } from '../src/mock/mock-worker.js';
-import { POSTGRES_URL } from './helpers/backends.js';
+import { POSTGRES_URL, REDIS_URL } from './helpers/backends.js';
 import { eventually, post } from './helpers/gateway.js';
 
 const ADMIN = 'replica-admin-key-0123456789';
@@ -55,7 +55,7 @@ describe('several gateway replicas behind a load balancer', { timeout: 60_000 },
         'server: { port: 0, forwardHeaders: [x-mock-fault] }',
         'log: { level: info }',
         `storage: { kind: postgres, url: "${POSTGRES_URL}", schema: ${schema} }`,
-        `redis: { url: "redis://127.0.0.1:6379", keyPrefix: "sluice-test-${suffix}:" }`,
+        `redis: { url: "${REDIS_URL}", keyPrefix: "sluice-test-${suffix}:" }`,
         `auth: { adminKey: ${ADMIN} }`,
         `workers: [{ url: "${worker.url}" }]`,
         'health: { intervalMs: 500 }',

@@ -3,8 +3,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway.js';
 import { sequence } from '../src/mock/generate.js';
 import type { MockWorker } from '../src/mock/mock-worker.js';
-import { backends } from './helpers/backends.js';
-import { eventually, metric, post, startGateway, startMocks } from './helpers/gateway.js';
+import { backends, storedRows } from './helpers/backends.js';
+import { eventually, metric, metricOrZero, post, startGateway, startMocks } from './helpers/gateway.js';
 
 interface RawEvent {
   type: string;
@@ -348,7 +348,7 @@ for (const backend of backends()) {
 
     it('a failure mid-stream: open items closed incomplete, one response.failed, stored byte-identical', async () => {
       const labels = { api: 'responses', model: 'mock-model', reason: 'upstream_closed' };
-      const before = await metric(gateway.url, 'sluice_stream_failures_total', labels);
+      const before = await metricOrZero(gateway.url, 'sluice_stream_failures_total', labels);
       const res = await post(
         url(),
         { model: 'mock-model', input: 'x', stream: true },
@@ -398,11 +398,22 @@ for (const backend of backends()) {
     });
 
     it('an error before the first token is an HTTP error, and nothing is stored', async () => {
+      const kept = await client.responses.create({ model: 'mock-model', input: 'kept' });
+      const before = await storedRows(gateway.context.store, 'responses');
+      expect(before.map((r) => r.id)).toContain(kept.id); // the read sees what is stored
+      const requestId = `pre-first-token-${backend.name}`;
       const error = await client.responses
-        .create({ model: 'mock-model', input: 'x' }, { headers: { 'x-mock-fault': 'http_400' } })
+        .create(
+          { model: 'mock-model', input: 'x' },
+          { headers: { 'x-mock-fault': 'http_400', 'x-request-id': requestId } },
+        )
         .catch((err: unknown) => err);
       expect(error).toBeInstanceOf(APIError);
       expect((error as APIError).status).toBe(400);
+      expect(workers[0]!.stats.requestIds).toContain(requestId);
+      // Read the store itself: no row was written for this request, not even a failed one.
+      const after = await storedRows(gateway.context.store, 'responses');
+      expect(after.map((r) => r.id).sort()).toEqual(before.map((r) => r.id).sort());
     });
 
     it('background: queued at once, polled to completion; cancel aborts the engine', async () => {

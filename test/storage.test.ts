@@ -17,8 +17,9 @@ import {
   type StoredItem,
   type StoredResponse,
 } from '../src/storage/index.js';
+import { POSTGRES_URL } from './helpers/backends.js';
 
-const PG_URL = 'postgres://root@127.0.0.1:5432/test';
+const PG_URL = POSTGRES_URL;
 
 /** Awkward JSON text: unicode, escapes, odd key order and whitespace. It must come back untouched. */
 const TRICKY_JSON = '{"b":1,  "a":"é\\u00e9",\n\t"c":"\\"q\\" \\\\ 😀 \\n","d":[ 1.50, -0e0 ] }';
@@ -546,8 +547,23 @@ describe('createStore', () => {
   });
 
   it('opens a PostgreSQL store', async () => {
-    const store = createStore({ kind: 'postgres', url: PG_URL });
-    expect(store.kind).toBe('postgres');
-    await store.close();
+    const schema = `sluice_test_create_${process.pid}_${Date.now().toString(36)}`;
+    const store = createStore({ kind: 'postgres', url: PG_URL, schema });
+    const admin = new pg.Client({ connectionString: PG_URL });
+    await admin.connect();
+    try {
+      expect(store.kind).toBe('postgres');
+      // It connects: migrations create its tables in that PostgreSQL schema, and what it writes
+      // is there for any other client of the database to read.
+      await store.migrate();
+      await store.insertResponse(response('resp_pg'));
+      expect(await store.getResponse('resp_pg')).toEqual(response('resp_pg'));
+      const rows = await admin.query(`SELECT id, json FROM "${schema}".responses`);
+      expect(rows.rows).toEqual([{ id: 'resp_pg', json: response('resp_pg').json }]);
+    } finally {
+      await store.close();
+      await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+      await admin.end();
+    }
   });
 });

@@ -1,8 +1,9 @@
-import { request as httpRequest } from 'node:http';
+import { createServer, request as httpRequest, type IncomingMessage } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway.js';
 import type { MockWorker } from '../src/mock/mock-worker.js';
-import { chatBody, eventually, metric, startGateway, startMocks } from './helpers/gateway.js';
+import { chatBody, eventually, metric, metricOrZero, startGateway, startMocks } from './helpers/gateway.js';
 
 describe('client disconnects and slow clients', () => {
   let workers: MockWorker[];
@@ -47,7 +48,7 @@ describe('client disconnects and slow clients', () => {
       data: { inflight: number }[];
     };
     expect(admin.data[0]!.inflight).toBe(0);
-    expect(await metric(gateway.url, 'sluice_stream_failures_total')).toBe(0);
+    expect(await metricOrZero(gateway.url, 'sluice_stream_failures_total')).toBe(0);
   });
 
   it('a client that disconnects while waiting for the first token aborts upstream too', async () => {
@@ -76,35 +77,129 @@ describe('client disconnects and slow clients', () => {
   });
 
   it('a client that does not read holds the engine back instead of buffering without bound', async () => {
-    const fast = (await startMocks(1, { tokensPerSecond: 0 }))[0]!;
-    const gw = await startGateway({ workers: [{ url: fast.url }] });
+    // 96 MiB of output, far more than every socket buffer on the way can absorb (loopback TCP
+    // buffers autotune up to tens of MiB): a gateway that buffered instead of pausing the engine
+    // would let the engine write all of it and hold it in its own memory.
+    const total = 96 * 1024 * 1024;
+    const engine = await startFloodEngine(total);
+    const gw = await startGateway({ workers: [{ url: engine.url, models: [FLOOD_MODEL] }] });
     try {
-      // ~2 MB of output; a paused client must stop the engine long before all of it is produced.
-      const body = JSON.stringify(chatBody({ stream: true, max_tokens: 20_000 }));
       const req = httpRequest(`${gw.url}/v1/chat/completions`, {
         method: 'POST',
         headers: { 'content-type': 'application/json' },
       });
-      const res = await new Promise<import('node:http').IncomingMessage>((resolve) => {
+      const res = await new Promise<IncomingMessage>((resolve) => {
         req.on('response', resolve);
-        req.end(body);
+        req.end(
+          JSON.stringify({ model: FLOOD_MODEL, stream: true, messages: [{ role: 'user', content: 'x' }] }),
+        );
       });
       res.pause();
-      await new Promise((resolve) => setTimeout(resolve, 500));
-      // The engine is blocked in mid-generation: not finished, still in flight.
-      expect(fast.stats.completed).toBe(0);
-      expect(fast.stats.inflight).toBe(1);
-      let bytes = 0;
+      const memoryBefore = process.memoryUsage();
+      // Event-driven: the engine is held back once its socket stops draining, and stays so.
+      await eventually(() => engine.done || engine.blockedForMs() >= 500, 30_000);
+      const held = engine.written;
+      const memoryHeld = process.memoryUsage();
+      // Held back at a bound far below the total: socket buffers and stream high-water marks only.
+      expect(held).toBeLessThan(total / 3);
+      // The gateway runs in this process: it did not take what the engine wrote into its memory.
+      expect(memoryHeld.arrayBuffers - memoryBefore.arrayBuffers).toBeLessThan(32 * 1024 * 1024);
+      expect(memoryHeld.rss - memoryBefore.rss).toBeLessThan(64 * 1024 * 1024);
+      expect(engine.done).toBe(false);
+
+      let read = 0;
+      let tail = '';
       res.on('data', (chunk: Buffer) => {
-        bytes += chunk.length;
+        read += chunk.length;
+        tail = (tail + chunk.toString('latin1')).slice(-64);
       });
       res.resume();
       await new Promise((resolve) => res.on('end', resolve));
-      expect(bytes).toBeGreaterThan(1_000_000);
-      await eventually(() => fast.stats.completed === 1);
+      // Everything arrives once the client reads: the engine was held back, never cut.
+      expect(engine.done).toBe(true);
+      expect(engine.written).toBeGreaterThanOrEqual(total);
+      expect(read).toBe(engine.written);
+      expect(tail.endsWith('data: [DONE]\n\n')).toBe(true);
     } finally {
       await gw.close();
-      await fast.close();
+      await engine.close();
     }
   });
 });
+
+const FLOOD_MODEL = 'flood-model';
+
+/**
+ * An engine that streams `total` bytes of chat chunks as fast as its socket takes them, honouring
+ * backpressure ('drain'), and counts what it managed to write and how long it has been blocked.
+ */
+async function startFloodEngine(total: number): Promise<{
+  url: string;
+  readonly written: number;
+  readonly done: boolean;
+  blockedForMs(): number;
+  close(): Promise<void>;
+}> {
+  let written = 0;
+  let done = false;
+  let blockedSince: number | undefined;
+  const content = 'x'.repeat(4000);
+  const server = createServer((req, res) => {
+    if (req.method === 'GET') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ object: 'list', data: [{ id: FLOOD_MODEL, object: 'model' }] }));
+      return;
+    }
+    req.resume();
+    req.on('end', () => {
+      res.writeHead(200, { 'content-type': 'text/event-stream' });
+      const event = (delta: Record<string, unknown>, finish: string | null) =>
+        `data: ${JSON.stringify({
+          id: 'chatcmpl-flood',
+          object: 'chat.completion.chunk',
+          created: 1,
+          model: FLOOD_MODEL,
+          choices: [{ index: 0, delta, finish_reason: finish }],
+        })}\n\n`;
+      const write = (text: string) => {
+        written += Buffer.byteLength(text);
+        return res.write(text);
+      };
+      write(event({ role: 'assistant' }, null));
+      const pump = () => {
+        blockedSince = undefined;
+        while (written < total) {
+          if (!write(event({ content }, null))) {
+            blockedSince = performance.now();
+            res.once('drain', pump);
+            return;
+          }
+        }
+        write(event({}, 'stop'));
+        const last = 'data: [DONE]\n\n';
+        written += last.length;
+        res.end(last, () => {
+          done = true;
+        });
+      };
+      pump();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    url: `http://127.0.0.1:${port}`,
+    get written() {
+      return written;
+    },
+    get done() {
+      return done;
+    },
+    blockedForMs: () => (blockedSince === undefined ? 0 : performance.now() - blockedSince),
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => resolve());
+      }),
+  };
+}

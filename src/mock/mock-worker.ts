@@ -70,6 +70,8 @@ export interface MockWorkerStats {
   lastBodies: unknown[];
   /** The headers of the last 50 generation requests. */
   lastHeaders: Record<string, string | string[] | undefined>[];
+  /** Utility calls received (`POST /flush_cache`, `GET /is_sleeping`, ...), in order. */
+  utilityCalls: string[];
 }
 
 /** Faults of the utility endpoints (flush_cache, is_sleeping, ...). */
@@ -209,6 +211,7 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
     ranks: [],
     lastBodies: [],
     lastHeaders: [],
+    utilityCalls: [],
   };
   const onEnd = (how: Ending): void => {
     stats.inflight--;
@@ -273,16 +276,16 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
       }
       case 'POST /flush_cache':
       case 'POST /reset_prefix_cache':
-        return utility(res, () => '{}');
+        return utility(route, res, () => '{}');
       case 'GET /is_sleeping':
-        return utility(res, () => JSON.stringify({ is_sleeping: sleeping }));
+        return utility(route, res, () => JSON.stringify({ is_sleeping: sleeping }));
       case 'POST /sleep':
-        return utility(res, () => {
+        return utility(route, res, () => {
           sleeping = true;
           return '{}';
         });
       case 'POST /wake_up':
-        return utility(res, () => {
+        return utility(route, res, () => {
           sleeping = false;
           return '{}';
         });
@@ -291,7 +294,8 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
     }
   }
 
-  function utility(res: ServerResponse, answer: () => string): void {
+  function utility(route: string, res: ServerResponse, answer: () => string): void {
+    stats.utilityCalls.push(route);
     if (utilityFault === 'hang') return; // never answers; the socket stays open until closed
     if (utilityFault === 'http_500') sendError(res, 500, 'utility call failed (sluice mock)');
     else if (utilityFault === 'garbage') send(res, 200, '<<<not json>>>');

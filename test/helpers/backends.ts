@@ -5,6 +5,9 @@ import type { SluiceConfigInput } from '../../src/config/schema.js';
 /** PostgreSQL of this machine (trust auth); CI starts it when it is down. */
 export const POSTGRES_URL = process.env.SLUICE_TEST_POSTGRES_URL ?? 'postgres://root@127.0.0.1:5432/test';
 
+/** Redis of this machine; CI starts it when it is down. */
+export const REDIS_URL = process.env.SLUICE_TEST_REDIS_URL ?? 'redis://127.0.0.1:6379';
+
 export interface Backend {
   name: 'sqlite' | 'postgres';
   storage(): SluiceConfigInput['storage'];
@@ -28,4 +31,23 @@ export function backends(): Backend[] {
       },
     },
   ];
+}
+
+/**
+ * Reads the rows of a table straight from a running gateway's store (SQLite or PostgreSQL),
+ * bypassing the API: what is really stored, not what a route chooses to answer.
+ */
+export async function storedRows(
+  store: unknown,
+  table: 'responses' | 'conversations' | 'conversation_items',
+): Promise<Record<string, unknown>[]> {
+  const internals = store as {
+    kind: 'sqlite' | 'postgres';
+    db?: { prepare(sql: string): { all(): Record<string, unknown>[] } };
+    pool?: pg.Pool;
+    schema?: string;
+  };
+  if (internals.kind === 'sqlite') return internals.db!.prepare(`SELECT * FROM ${table}`).all();
+  const qualified = internals.schema ? `"${internals.schema}".${table}` : table;
+  return (await internals.pool!.query(`SELECT * FROM ${qualified}`)).rows;
 }

@@ -26,26 +26,72 @@ export async function startMocks(count: number, options: MockWorkerOptions = {})
   return Promise.all(Array.from({ length: count }, () => createMockWorker(options)));
 }
 
-/** Value of one sample of a metric, read over HTTP from /metrics (0 when absent). */
+export interface MetricOptions {
+  /**
+   * The value to answer when the metric is registered but no series matches the labels (a
+   * counter before its first increment). Without it a missing series is an error, so a renamed
+   * label or label value cannot pass as 0.
+   */
+  absent?: number;
+}
+
+/** Parses one exposition line's label set (`a="x",b="y"`), honouring escaped quotes. */
+export function parseLabels(labelText: string): Record<string, string> {
+  const labels: Record<string, string> = {};
+  const re = /([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g;
+  for (const m of labelText.matchAll(re))
+    labels[m[1]!] = m[2]!.replace(/\\(.)/g, (_, c: string) => (c === 'n' ? '\n' : c));
+  return labels;
+}
+
+/** Every sample of the exposition `text` whose series name is exactly `name`. */
+export function samples(text: string, name: string): { labels: Record<string, string>; value: number }[] {
+  const out: { labels: Record<string, string>; value: number }[] = [];
+  for (const line of text.split('\n')) {
+    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
+    const brace = line.indexOf('{');
+    const close = line.lastIndexOf('}');
+    const labels = brace >= 0 ? parseLabels(line.slice(brace + 1, close)) : {};
+    out.push({ labels, value: Number(line.slice(line.lastIndexOf(' ') + 1)) });
+  }
+  return out;
+}
+
+/** Whether the exposition registers `name` (a `# TYPE` line for it, or for the histogram/summary it belongs to). */
+export function isRegistered(text: string, name: string): boolean {
+  const base = name.replace(/_(bucket|sum|count)$/, '');
+  return text
+    .split('\n')
+    .some((line) => line.startsWith(`# TYPE ${name} `) || line.startsWith(`# TYPE ${base} `));
+}
+
+/**
+ * The sum of the samples of metric `name` whose labels include `labels`, read over HTTP from
+ * /metrics. A metric that is not registered is always an error; a registered metric with no
+ * matching series is an error unless `options.absent` gives the value to answer.
+ */
 export async function metric(
   baseUrl: string,
   name: string,
   labels: Record<string, string> = {},
+  options: MetricOptions = {},
 ): Promise<number> {
   const text = await (await fetch(`${baseUrl}/metrics`)).text();
-  let total = 0;
-  let found = false;
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
-    const brace = line.indexOf('{');
-    const labelText = brace >= 0 ? line.slice(brace + 1, line.lastIndexOf('}')) : '';
-    const ok = Object.entries(labels).every(([k, v]) => labelText.includes(`${k}="${v}"`));
-    if (!ok) continue;
-    found = true;
-    total += Number(line.slice(line.lastIndexOf(' ') + 1));
+  if (!isRegistered(text, name))
+    throw new Error(`metric ${name} is not registered (no "# TYPE ${name}" line)`);
+  const matching = samples(text, name).filter((s) =>
+    Object.entries(labels).every(([k, v]) => s.labels[k] === v),
+  );
+  if (matching.length === 0) {
+    if (options.absent !== undefined) return options.absent;
+    throw new Error(`metric ${name} has no series with labels ${JSON.stringify(labels)}`);
   }
-  return found ? total : 0;
+  return matching.reduce((total, s) => total + s.value, 0);
 }
+
+/** `metric`, answering 0 for a registered metric with no matching series yet (a counter never incremented). */
+export const metricOrZero = (baseUrl: string, name: string, labels: Record<string, string> = {}) =>
+  metric(baseUrl, name, labels, { absent: 0 });
 
 /** Polls `check` every 10 ms until it holds, for at most `ms`. */
 export async function eventually(check: () => boolean | Promise<boolean>, ms = 3_000): Promise<void> {
