@@ -8,6 +8,7 @@ import type { DashboardSnapshot } from '../src/dashboard/snapshot.js';
 import type { Gateway } from '../src/gateway.js';
 import type { MockWorker } from '../src/mock/mock-worker.js';
 import { chatBody, eventually, post, startGateway, startMocks } from './helpers/gateway.js';
+import { CHROMIUM_PATH } from './helpers/services.js';
 
 const FAILED_ID = 'dash-failed-stream';
 
@@ -301,7 +302,7 @@ describe('dashboard in a browser', () => {
   beforeAll(async () => {
     screenshotDir = process.env.SLUICE_SCREENSHOT_DIR ?? (await mkdtemp(join(tmpdir(), 'sluice-dashboard-')));
     browser = await chromium.launch({
-      executablePath: '/usr/bin/chromium',
+      executablePath: CHROMIUM_PATH,
       args: [
         '--headless',
         '--no-sandbox',
