@@ -180,5 +180,6 @@ export function openStore(config: SluiceConfig): (Store & KeyStore) | undefined 
   if (storage.kind === 'none') return undefined;
   if (storage.kind === 'postgres')
     return createStore({ kind: 'postgres', url: storage.url!, schema: storage.schema });
-  return createStore({ kind: 'sqlite', path: storage.path ?? join(config.dataDir, 'sluice.db') });
+  const path = storage.path ?? join(config.dataDir, 'sluice.db');
+  return createStore({ kind: 'sqlite', path, busyTimeoutMs: storage.busyTimeoutMs });
 }

@@ -510,7 +510,10 @@ describe('driver error mapping', () => {
     ['SQLITE_CONSTRAINT_UNIQUE', 'store_duplicate'],
     ['SQLITE_BUSY', 'store_unavailable'],
     ['SQLITE_CONSTRAINT_FOREIGNKEY', 'store_error'],
-    ['SQLITE_FULL', 'store_error'],
+    ['SQLITE_FULL', 'store_full'],
+    ['SQLITE_READONLY_DBMOVED', 'store_read_only'],
+    ['SQLITE_IOERR_WRITE', 'store_io_error'],
+    ['EROFS', 'store_read_only'],
   ])('sqlite %s is %s', (code, expected) => {
     expect(fromSqliteError('op', withCode(code)).code).toBe(expected);
   });

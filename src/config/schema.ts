@@ -156,6 +156,8 @@ export const configSchema = z.strictObject({
         .string()
         .regex(/^[a-z_][a-z0-9_]*$/, 'a lower-case SQL identifier')
         .optional(),
+      /** SQLite: how long a write waits for another process's write lock before failing typed, in ms. */
+      busyTimeoutMs: z.number().int().min(0).max(60_000).default(5_000),
     })
     .prefault({})
     .refine((s) => s.kind !== 'postgres' || s.url !== undefined, {

@@ -102,6 +102,13 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly storeWriteFailures = new Counter({
+    name: 'sluice_store_write_failures_total',
+    help: 'Responses whose final write failed (the client got store_write_failed), by backend and store error code.',
+    labelNames: ['backend', 'code'] as const,
+    registers: [this.registry],
+  });
+
   /** Gauges read from the worker registry at scrape time. */
   bindWorkers(list: () => readonly WorkerSnapshot[]): void {
     // `aggregator`: how a cluster's processes' values combine (src/cluster/metrics-ipc.ts).
