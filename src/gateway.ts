@@ -168,6 +168,7 @@ export class Gateway {
     await this.app.close();
     await this.context.registry.closeAll();
     await this.context.access.close();
+    this.context.responses.close();
     await this.context.store?.close();
     // Last: the spans of the requests just ended are exported before the process goes.
     await this.context.tracing?.shutdown();

@@ -467,7 +467,8 @@ describe('postgres: unreachable server', () => {
     const address = silent.address();
     if (address === null || typeof address === 'string') throw new Error('no port');
     const url = `postgres://root@127.0.0.1:${address.port}/test`;
-    const store = new PostgresStore(url, { connectionTimeoutMillis: 300 });
+    // Each attempt waits out the connection timeout; writes retry for writeRetryMs in all.
+    const store = new PostgresStore(url, { connectionTimeoutMillis: 300, writeRetryMs: 500 });
     const started = Date.now();
     expect(await failure(store.insertResponse(response('resp_1')))).toMatchObject({
       code: 'store_unavailable',

@@ -46,6 +46,8 @@ export interface Terminal {
 
 /** How often a background run writes its progress (and reads a cancel request). */
 const PROGRESS_INTERVAL_MS = 250;
+/** How long a background response's failed terminal is retried after its write failed. */
+const STORE_LATER_WINDOW_MS = 5 * 60_000;
 
 /**
  * The Responses API on top of chat-completions workers: translates a request, runs it through
@@ -54,6 +56,9 @@ const PROGRESS_INTERVAL_MS = 250;
  */
 export class ResponsesService {
   private readonly background = new Map<string, { run: ResponseRun; done: Promise<Terminal> }>();
+  /** Deferred writes of failed background terminals (see storeLater). */
+  private readonly pendingWrites = new Set<NodeJS.Timeout>();
+  private closed = false;
 
   constructor(
     private readonly dispatcher: Dispatcher,
@@ -180,6 +185,7 @@ export class ResponsesService {
     run.builder.begin(true);
     let end: RunEnd;
     let ticker: NodeJS.Timeout | undefined;
+    let progressing: Promise<void> | undefined;
     try {
       const opening = this.dispatcher.openStream(prepared.dispatch);
       const cancelWhileQueued = setInterval(() => {
@@ -194,7 +200,12 @@ export class ResponsesService {
         clearInterval(cancelWhileQueued);
       }
       run.builder.started();
-      ticker = setInterval(() => void this.progress(id, run), PROGRESS_INTERVAL_MS);
+      ticker = setInterval(() => {
+        // One progress write at a time: during a storage outage each one waits out its retries.
+        progressing ??= this.progress(id, run).finally(() => {
+          progressing = undefined;
+        });
+      }, PROGRESS_INTERVAL_MS);
       const stream = this.streamOf(prepared, opened);
       end = await run.follow(stream);
       this.noteResumes(run, stream);
@@ -205,6 +216,8 @@ export class ResponsesService {
     } finally {
       if (ticker) clearInterval(ticker);
     }
+    // A progress write still retrying must land before the terminal one, never after it.
+    await progressing;
     this.count(prepared, end);
     return this.finish(prepared, run, end, 'update');
   }
@@ -260,12 +273,15 @@ export class ResponsesService {
         }
       } catch (err) {
         this.log.error({ responseId: prepared.response.id, err }, 'storing the response failed');
+        this.metrics.storeWriteFailures.inc({ backend: this.store.kind, code: storeErrorCode(err) });
         // Never silent: the client learns in the terminal event that nothing was stored.
         terminal = run.builder.terminal({
           kind: 'failed',
           code: 'store_write_failed',
           message: `The response could not be stored: ${(err as Error).message}`,
         });
+        // A background response is stored as queued/in_progress already: it must not stay so.
+        if (write === 'update') this.storeLater(prepared.response.id, terminal, run);
       }
     }
     run.publish(terminal.eventJson, terminal.type);
@@ -279,6 +295,49 @@ export class ResponsesService {
       type: terminal.type,
       status: terminal.status,
     };
+  }
+
+  /**
+   * Writes a background response's failed terminal once storage is back, retrying with backoff
+   * for a bounded time, so that nothing stays `in_progress` after an outage.
+   */
+  private storeLater(
+    id: string,
+    terminal: { responseJson: string; status: string; eventJson: string },
+    run: ResponseRun,
+  ): void {
+    const update = {
+      json: terminal.responseJson,
+      status: terminal.status,
+      eventsJson: `[${[...run.events, terminal.eventJson].join(',')}]`,
+    };
+    const until = Date.now() + STORE_LATER_WINDOW_MS;
+    let delay = 250;
+    const attempt = (): void => {
+      this.pendingWrites.delete(timer);
+      this.store!.updateResponse(id, update).then(
+        () =>
+          this.log.info({ responseId: id }, 'stored the failed background response after storage came back'),
+        (err: unknown) => {
+          if (this.closed || Date.now() + delay > until) {
+            this.log.error({ responseId: id, err }, 'gave up storing the failed background response');
+            return;
+          }
+          delay = Math.min(delay * 2, 5_000);
+          timer = setTimeout(attempt, delay).unref();
+          this.pendingWrites.add(timer);
+        },
+      );
+    };
+    let timer = setTimeout(attempt, delay).unref();
+    this.pendingWrites.add(timer);
+  }
+
+  /** Stops the deferred writes (the store is about to close). */
+  close(): void {
+    this.closed = true;
+    for (const timer of this.pendingWrites) clearTimeout(timer);
+    this.pendingWrites.clear();
   }
 
   private count(prepared: PreparedResponse, end: RunEnd): void {
@@ -355,6 +414,12 @@ function messagesText(messages: readonly ChatMessage[]): string {
   for (const message of messages)
     if (typeof message.content === 'string') text += `${message.role}:${message.content}\n`;
   return text;
+}
+
+/** The store error's code for the metric label (a closed set: the store_* codes). */
+function storeErrorCode(err: unknown): string {
+  const code = isSluiceError(err) ? err.code : '';
+  return code.startsWith('store_') ? code : 'store_error';
 }
 
 function codeOf(err: unknown): string {

@@ -79,7 +79,7 @@ const NETWORK_CODES = new Set([
 ]);
 /** pg and pg-pool report lost or timed-out connections with plain Errors that have no code. */
 const CONNECTION_MESSAGES =
-  /Connection terminated|timeout exceeded when trying to connect|not queryable|Connection closed/i;
+  /Connection terminated|timeout exceeded when trying to connect|not queryable|Connection closed|Query read timeout/i;
 
 function classifyPostgresError(err: unknown): StoreErrorCode {
   const code = errorCode(err);
