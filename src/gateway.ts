@@ -180,7 +180,12 @@ export function openStore(config: SluiceConfig): (Store & KeyStore) | undefined 
   const { storage } = config;
   if (storage.kind === 'none') return undefined;
   if (storage.kind === 'postgres')
-    return createStore({ kind: 'postgres', url: storage.url!, schema: storage.schema });
+    return createStore({
+      kind: 'postgres',
+      url: storage.url!,
+      schema: storage.schema,
+      writeRetryMs: storage.writeRetryMs,
+    });
   const path = storage.path ?? join(config.dataDir, 'sluice.db');
   return createStore({ kind: 'sqlite', path, busyTimeoutMs: storage.busyTimeoutMs });
 }
