@@ -1,6 +1,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
+import { StoreError } from '../errors/storage-errors.js';
 import { fromSqliteError, storeError } from './error-mapping.js';
 import { type SqliteStoreOptions, SqliteSyncStore } from './sqlite-store.js';
 import {
@@ -75,15 +76,24 @@ class SqliteThreadStore {
 
   async close(): Promise<void> {
     if (this.closed) return;
+    let failure: unknown;
     try {
       if (this.thread) await this.call('close', []);
-    } finally {
-      this.closed = true;
-      clearInterval(this.watchdog);
-      const thread = this.thread;
-      this.thread = undefined;
-      await thread?.terminate();
+    } catch (err) {
+      failure = err;
     }
+    this.closed = true;
+    clearInterval(this.watchdog);
+    const thread = this.thread;
+    this.thread = undefined;
+    if (failure instanceof StoreError && failure.code === 'store_read_only') {
+      // The database is still open, and closing it (which ending the thread does) checkpoints
+      // through the mapped -shm: a SIGBUS. Leave the thread be; it ends with the process.
+      thread?.unref();
+      return;
+    }
+    await thread?.terminate();
+    if (failure) throw failure;
   }
 
   async crashThreadForTest(): Promise<void> {
