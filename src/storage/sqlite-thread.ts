@@ -2,6 +2,7 @@ import { accessSync, constants } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { StoreError } from '../errors/storage-errors.js';
 import { fromSqliteError, storeError } from './error-mapping.js';
+import { closeBehindKeeper } from './sqlite-close-unwritable.js';
 import { SqliteSyncStore } from './sqlite-store.js';
 import {
   EXIT_THREAD_METHOD,
@@ -41,6 +42,7 @@ async function answer(call: SqliteCall): Promise<SqliteReply> {
     if (Date.now() > call.deadline) {
       throw storeError(call.method, 'store_unavailable', new Error('waited too long in the storage queue'));
     }
+    if (call.method === 'close' && !writable()) return await closeUnwritable(call.id);
     assertWritable(call.method);
     const method = (store as unknown as Record<string, unknown>)[call.method];
     if (call.method === 'constructor' || typeof method !== 'function') {
@@ -59,6 +61,23 @@ async function answer(call: SqliteCall): Promise<SqliteReply> {
  * which kills the whole process (a thread cannot contain a signal). So every call first checks
  * that the files are still writable, and fails typed (store_read_only) instead of touching them.
  */
+function writable(): boolean {
+  try {
+    assertWritable('close');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Closing checkpoints through -shm: only safe behind a keeper (see sqlite-close-unwritable.ts). */
+async function closeUnwritable(id: number): Promise<SqliteReply> {
+  const db = store!;
+  if (await closeBehindKeeper(init.path, () => db.close())) return { id, ok: true, value: undefined };
+  const error = storeError('close', 'store_read_only', new Error('left open: no keeper process could start'));
+  return { id, ok: false, error: toWire(error) };
+}
+
 function assertWritable(operation: string): void {
   for (const file of files) {
     try {
