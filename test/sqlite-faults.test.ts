@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { StoreError } from '../src/errors/storage-errors.js';
-import { SqliteStore, type StoredResponse } from '../src/storage/index.js';
+import { SqliteStore, SqliteSyncStore, type StoredResponse } from '../src/storage/index.js';
 import { metric, perTest, post } from './helpers/gateway.js';
 import { chatStream, responseEvents } from './helpers/response-events.js';
 
@@ -250,6 +250,20 @@ describe('SQLite: the storage thread dies', () => {
     expect(error).toMatchObject({ code: 'store_unavailable', retryable: true, status: 503 });
     // Restarted and migrated again: the file's data is there.
     expect((await store.getResponse('resp_1'))?.id).toBe('resp_1');
+    await store.close();
+  });
+
+  it('forwards every method of SqliteSyncStore (a method added there needs no code here); bad arguments fail typed', async () => {
+    const store = new SqliteStore(':memory:');
+    await store.migrate();
+    const names = Object.getOwnPropertyNames(SqliteSyncStore.prototype).filter((n) => n !== 'constructor');
+    expect(names.length).toBeGreaterThan(20);
+    for (const name of names)
+      expect(typeof (store as unknown as Record<string, unknown>)[name]).toBe('function');
+    const uncloneable = { ...record('resp_f'), json: (() => '{}') as unknown as string };
+    await expect(store.insertResponse(uncloneable)).rejects.toMatchObject({ code: 'store_error' });
+    await store.insertResponse(record('resp_ok'));
+    expect((await store.getResponse('resp_ok'))?.id).toBe('resp_ok');
     await store.close();
   });
 

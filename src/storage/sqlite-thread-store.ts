@@ -114,7 +114,13 @@ class SqliteThreadStore {
     const deadline = Date.now() + this.busyTimeoutMs + QUEUE_GRACE_MS;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      thread.postMessage({ id, method, args, deadline } satisfies SqliteCall);
+      try {
+        thread.postMessage({ id, method, args, deadline } satisfies SqliteCall);
+      } catch (err) {
+        // Arguments that cannot cross a thread (functions, ...): a bug in the caller, typed.
+        this.pending.delete(id);
+        reject(storeError(method, 'store_error', err));
+      }
     });
   }
 

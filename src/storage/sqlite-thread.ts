@@ -32,7 +32,18 @@ try {
 }
 
 port.on('message', (call: SqliteCall) => {
-  void answer(call).then((reply) => port.postMessage(reply));
+  void answer(call).then((reply) => {
+    try {
+      port.postMessage(reply);
+    } catch (err) {
+      // A result that cannot cross the thread (a bug in a store method): typed, never a crash.
+      port.postMessage({
+        id: call.id,
+        ok: false,
+        error: toWire(storeError(call.method, 'store_error', err)),
+      });
+    }
+  });
 });
 
 async function answer(call: SqliteCall): Promise<SqliteReply> {
