@@ -99,6 +99,7 @@ describe('PostgreSQL unreachable mid-run', () => {
     const read = await fetch(`${gateway.url}/v1/responses/${backgroundId}`);
     const readMs = Date.now() - readStarted;
     expect(read.status).toBe(503);
+    expect(read.headers.get('retry-after')).toBe('1');
     expect(((await read.json()) as { error: { code: string } }).error.code).toBe('store_unavailable');
     expect(readMs).toBeLessThan(2_500);
     expect((await fetch(`${gateway.url}/health`)).status).toBe(200);

@@ -17,4 +17,7 @@ export class StoreError extends SluiceError {
     this.status = retryable ? 503 : 500;
     this.type = retryable ? 'service_unavailable_error' : 'server_error';
   }
+  override headers(): Record<string, string> {
+    return this.retryable ? { 'retry-after': '1' } : {};
+  }
 }
