@@ -200,6 +200,7 @@ export class Gateway {
     await this.orphans?.stop();
     await this.lease?.stop();
     await this.context.access.close();
+    this.context.responses.close();
     await this.context.store?.close();
     // Last: the spans of the requests just ended are exported before the process goes.
     await this.context.tracing?.shutdown();
@@ -211,6 +212,12 @@ export function openStore(config: SluiceConfig): (Store & KeyStore) | undefined 
   const { storage } = config;
   if (storage.kind === 'none') return undefined;
   if (storage.kind === 'postgres')
-    return createStore({ kind: 'postgres', url: storage.url!, schema: storage.schema });
-  return createStore({ kind: 'sqlite', path: storage.path ?? join(config.dataDir, 'sluice.db') });
+    return createStore({
+      kind: 'postgres',
+      url: storage.url!,
+      schema: storage.schema,
+      writeRetryMs: storage.writeRetryMs,
+    });
+  const path = storage.path ?? join(config.dataDir, 'sluice.db');
+  return createStore({ kind: 'sqlite', path, busyTimeoutMs: storage.busyTimeoutMs });
 }

@@ -471,7 +471,8 @@ describe('postgres: unreachable server', () => {
     const address = silent.address();
     if (address === null || typeof address === 'string') throw new Error('no port');
     const url = `postgres://root@127.0.0.1:${address.port}/test`;
-    const store = new PostgresStore(url, { connectionTimeoutMillis: 300 });
+    // Each attempt waits out the connection timeout; writes retry for writeRetryMs in all.
+    const store = new PostgresStore(url, { connectionTimeoutMillis: 300, writeRetryMs: 500 });
     const started = Date.now();
     expect(await failure(store.insertResponse(response('resp_1')))).toMatchObject({
       code: 'store_unavailable',
@@ -514,7 +515,10 @@ describe('driver error mapping', () => {
     ['SQLITE_CONSTRAINT_UNIQUE', 'store_duplicate'],
     ['SQLITE_BUSY', 'store_unavailable'],
     ['SQLITE_CONSTRAINT_FOREIGNKEY', 'store_error'],
-    ['SQLITE_FULL', 'store_error'],
+    ['SQLITE_FULL', 'store_full'],
+    ['SQLITE_READONLY_DBMOVED', 'store_read_only'],
+    ['SQLITE_IOERR_WRITE', 'store_io_error'],
+    ['EROFS', 'store_read_only'],
   ])('sqlite %s is %s', (code, expected) => {
     expect(fromSqliteError('op', withCode(code)).code).toBe(expected);
   });

@@ -11,6 +11,7 @@ import { POLICY_NAMES } from '../routing/types.js';
 import { collect, parseIntOption } from './options.js';
 import { onTermination } from './signals.js';
 import { assertPortFree } from './startup.js';
+import { startupFailureLine } from './startup-failure.js';
 
 interface ServeFlags {
   config?: string;
@@ -82,14 +83,25 @@ export function registerServe(program: Command): void {
       await assertPortFree(config.server.host, config.server.port);
       const embedded = await startEmbeddedIfNone(config, log);
       if (config.server.processes > 1) return serveCluster(config, log, embedded);
-      const gateway = new Gateway(config, { logger: log });
-      onTermination(async (signal) => {
-        gateway.log.info({ signal }, 'signal received');
-        await gateway.shutdown();
-        await embedded?.stop();
-      });
-      await gateway.start();
+      try {
+        const gateway = new Gateway(config, { logger: log });
+        onTermination(async (signal) => {
+          gateway.log.info({ signal }, 'signal received');
+          await gateway.shutdown();
+          await embedded?.stop();
+        });
+        await gateway.start();
+      } catch (err) {
+        await failStart(err, config, embedded);
+      }
     });
+}
+
+/** The gateway could not start: one line naming the problem, the embedded engine stopped, exit 1. */
+async function failStart(err: unknown, config: SluiceConfig, embedded?: EmbeddedWorker): Promise<never> {
+  console.error(startupFailureLine(err, config));
+  await embedded?.stop();
+  process.exit(1);
 }
 
 /** Nothing configured: serve the tiny demo model on a local engine, so one command runs it. */
@@ -111,7 +123,12 @@ async function startEmbeddedIfNone(config: SluiceConfig, log: Logger): Promise<E
 async function serveCluster(config: SluiceConfig, log: Logger, embedded: EmbeddedWorker | undefined) {
   const store = openStore(config);
   if (store) {
-    await store.migrate();
+    try {
+      await store.migrate();
+    } catch (err) {
+      await store.close().catch(() => undefined);
+      await failStart(err, config, embedded);
+    }
     await store.close();
   }
   const embeddedUrl = embedded ? config.workers.find((w) => w.id === EMBEDDED_ID)?.url : undefined;
@@ -156,5 +173,9 @@ async function serveClusterProcess(config: SluiceConfig, log: Logger): Promise<v
   process.once('disconnect', () => {
     void stop().then(() => process.exit(0));
   });
-  announceListening(await gateway.start());
+  try {
+    announceListening(await gateway.start());
+  } catch (err) {
+    await failStart(err, config);
+  }
 }

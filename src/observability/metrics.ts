@@ -117,6 +117,13 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly storeWriteFailures = new Counter({
+    name: 'sluice_store_write_failures_total',
+    help: 'Responses whose final write failed (the client got store_write_failed), by backend and store error code.',
+    labelNames: ['backend', 'code'] as const,
+    registers: [this.registry],
+  });
+
   private knowsModel: (model: string) => boolean = () => false;
 
   /** Where the gateway learns which models exist (the worker registry), for `modelLabel`. */

@@ -62,6 +62,8 @@ export interface ResponsesServiceOptions {
 export function isUnfinished(status: string): boolean {
   return status === 'queued' || status === 'in_progress';
 }
+/** How long a background response's failed terminal is retried after its write failed. */
+const STORE_LATER_WINDOW_MS = 5 * 60_000;
 
 /**
  * The Responses API on top of chat-completions workers: translates a request, runs it through
@@ -70,6 +72,9 @@ export function isUnfinished(status: string): boolean {
  */
 export class ResponsesService {
   private readonly background = new Map<string, { run: ResponseRun; done: Promise<Terminal> }>();
+  /** Deferred writes of failed background terminals (see storeLater). */
+  private readonly pendingWrites = new Set<NodeJS.Timeout>();
+  private closed = false;
 
   constructor(
     private readonly dispatcher: Dispatcher,
@@ -294,6 +299,7 @@ export class ResponsesService {
         if (!stored) terminal = await this.adoptStored(prepared.response.id, run, terminal);
       } catch (err) {
         this.log.error({ responseId: prepared.response.id, err }, 'storing the response failed');
+        this.metrics.storeWriteFailures.inc({ backend: this.store.kind, code: storeErrorCode(err) });
         // Never silent: the client learns in the terminal event that nothing was stored.
         terminal = run.builder.terminal({
           kind: 'failed',
@@ -307,6 +313,9 @@ export class ResponsesService {
             { responseId: prepared.response.id, err: again },
             'storing the failed response failed too',
           );
+          // A background response is stored as queued/in_progress already: it must not stay so.
+          if (write === 'update')
+            this.storeLater(prepared.response.id, this.ending(prepared, run, terminal, write));
         }
       }
     }
@@ -369,6 +378,40 @@ export class ResponsesService {
       this.log.error({ responseId: id, err }, 'could not read a response that ended elsewhere');
       return terminal;
     }
+  }
+
+  /**
+   * Writes a background response's failed terminal once storage is back, retrying with backoff
+   * for a bounded time, so that nothing stays `in_progress` after an outage.
+   */
+  private storeLater(id: string, ending: ResponseEnding): void {
+    const until = Date.now() + STORE_LATER_WINDOW_MS;
+    let delay = 250;
+    const attempt = (): void => {
+      this.pendingWrites.delete(timer);
+      this.store!.finishResponse(ending).then(
+        () =>
+          this.log.info({ responseId: id }, 'stored the failed background response after storage came back'),
+        (err: unknown) => {
+          if (this.closed || Date.now() + delay > until) {
+            this.log.error({ responseId: id, err }, 'gave up storing the failed background response');
+            return;
+          }
+          delay = Math.min(delay * 2, 5_000);
+          timer = setTimeout(attempt, delay).unref();
+          this.pendingWrites.add(timer);
+        },
+      );
+    };
+    let timer = setTimeout(attempt, delay).unref();
+    this.pendingWrites.add(timer);
+  }
+
+  /** Stops the deferred writes (the store is about to close). */
+  close(): void {
+    this.closed = true;
+    for (const timer of this.pendingWrites) clearTimeout(timer);
+    this.pendingWrites.clear();
   }
 
   private count(prepared: PreparedResponse, end: RunEnd): void {
@@ -471,6 +514,12 @@ async function settle(promise: Promise<unknown> | undefined, ms: number): Promis
     }),
   ]);
   clearTimeout(timer);
+}
+
+/** The store error's code for the metric label (a closed set: the store_* codes). */
+function storeErrorCode(err: unknown): string {
+  const code = isSluiceError(err) ? err.code : '';
+  return code.startsWith('store_') ? code : 'store_error';
 }
 
 function codeOf(err: unknown): string {

@@ -5,16 +5,30 @@ import { StoreError } from '../errors/storage-errors.js';
  * a StoreError's message reaches API clients, and driver messages can quote SQL or values. The
  * driver error stays available as `cause` for the logs.
  */
-export type StoreErrorCode = 'store_duplicate' | 'store_unavailable' | 'store_error';
+export type StoreErrorCode =
+  | 'store_duplicate'
+  | 'store_unavailable'
+  | 'store_read_only'
+  | 'store_full'
+  | 'store_io_error'
+  | 'store_schema_conflict'
+  | 'store_error';
 
 const MESSAGES: Record<StoreErrorCode, string> = {
   store_duplicate: 'an object with this id already exists',
   store_unavailable: 'the storage backend is unavailable',
+  store_read_only: 'the database files are not writable',
+  store_full: 'the disk holding the database is full',
+  store_io_error: 'the disk holding the database failed (I/O error)',
+  store_schema_conflict: "the database holds tables that conflict with sluice's schema",
   store_error: 'the storage backend failed',
 };
 
+/** Only these are worth retrying: the backend may come back (a lock is released, a server restarts). */
+const RETRYABLE = new Set<StoreErrorCode>(['store_unavailable']);
+
 export function storeError(operation: string, code: StoreErrorCode, cause?: unknown): StoreError {
-  return new StoreError(`Storage ${operation}: ${MESSAGES[code]}.`, code, code === 'store_unavailable', {
+  return new StoreError(`Storage ${operation}: ${MESSAGES[code]}.`, code, RETRYABLE.has(code), {
     cause,
   });
 }
@@ -35,10 +49,20 @@ function classifySqliteError(err: unknown): StoreErrorCode {
     return 'store_duplicate';
   // Another process held the write lock for longer than busy_timeout: worth retrying.
   if (code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED')) return 'store_unavailable';
+  if (code.startsWith('SQLITE_READONLY') || code === 'SQLITE_CANTOPEN' || code === 'SQLITE_PERM')
+    return 'store_read_only';
+  if (READ_ONLY_ERRNO.has(code)) return 'store_read_only';
+  if (code === 'SQLITE_FULL' || code === 'ENOSPC') return 'store_full';
+  if (code.startsWith('SQLITE_IOERR') || code === 'EIO') return 'store_io_error';
   return 'store_error';
 }
 
+/** What a write to a file that became read-only (chattr +i, a read-only remount) fails with. */
+const READ_ONLY_ERRNO = new Set(['EROFS', 'EPERM', 'EACCES']);
+
 const PG_UNIQUE_VIOLATION = '23505';
+/** duplicate_table, duplicate_column, undefined_column, datatype_mismatch: tables not made by sluice. */
+const PG_SCHEMA_CONFLICTS = new Set(['42P07', '42701', '42703', '42804']);
 /** admin_shutdown, crash_shutdown, cannot_connect_now, too_many_connections. */
 const PG_UNAVAILABLE_STATES = new Set(['57P01', '57P02', '57P03', '53300']);
 const PG_CONNECTION_EXCEPTION_CLASS = '08';
@@ -55,11 +79,12 @@ const NETWORK_CODES = new Set([
 ]);
 /** pg and pg-pool report lost or timed-out connections with plain Errors that have no code. */
 const CONNECTION_MESSAGES =
-  /Connection terminated|timeout exceeded when trying to connect|not queryable|Connection closed/i;
+  /Connection terminated|timeout exceeded when trying to connect|not queryable|Connection closed|Query read timeout/i;
 
 function classifyPostgresError(err: unknown): StoreErrorCode {
   const code = errorCode(err);
   if (code === PG_UNIQUE_VIOLATION) return 'store_duplicate';
+  if (code !== undefined && PG_SCHEMA_CONFLICTS.has(code)) return 'store_schema_conflict';
   if (code !== undefined && isUnavailableCode(code)) return 'store_unavailable';
   if (
     err instanceof AggregateError &&

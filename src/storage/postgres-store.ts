@@ -3,6 +3,7 @@ import { ConversationGone } from '../errors/storage-errors.js';
 import { fromPostgresError } from './error-mapping.js';
 import { migratePostgres } from './migrations.js';
 import { toPage } from './pagination.js';
+import { type RetryWindows, withRetry } from './postgres-retry.js';
 import {
   type PostgresConversationRow,
   type PostgresItemRow,
@@ -37,6 +38,12 @@ export interface PostgresStoreOptions {
   /** How long to wait for a connection before failing with store_unavailable, in ms. */
   connectionTimeoutMillis?: number | undefined;
   maxConnections?: number | undefined;
+  /** How long a write keeps retrying while the server is unreachable, in ms (default 4000). */
+  writeRetryMs?: number | undefined;
+  /** The same for a read (default 1000: a waiting client gets its 503 quickly). */
+  readRetryMs?: number | undefined;
+  /** A query that takes longer fails with store_unavailable, in ms (default 15000): nothing hangs. */
+  queryTimeoutMs?: number | undefined;
 }
 
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
@@ -48,6 +55,7 @@ export class PostgresStore implements Store, KeyStore {
   private readonly pool: pg.Pool;
   private readonly schema: string | undefined;
   private closed = false;
+  private readonly retry: RetryWindows;
 
   constructor(url: string, options: PostgresStoreOptions = {}) {
     const { schema } = options;
@@ -55,9 +63,11 @@ export class PostgresStore implements Store, KeyStore {
       throw new TypeError(`Invalid PostgreSQL schema name ${JSON.stringify(schema)}: use a-z, 0-9 and _.`);
     }
     this.schema = schema;
+    this.retry = { readMs: options.readRetryMs ?? 1_000, writeMs: options.writeRetryMs ?? 4_000 };
     this.pool = new pg.Pool({
       connectionString: url,
       connectionTimeoutMillis: options.connectionTimeoutMillis ?? 5000,
+      query_timeout: options.queryTimeoutMs ?? 15_000,
       max: options.maxConnections ?? 10,
       ...(schema === undefined ? {} : { options: `-c search_path=${schema}` }),
     });
@@ -282,19 +292,37 @@ export class PostgresStore implements Store, KeyStore {
     return changed(await this.query(operation, SQL.conversationExists, [id]));
   }
 
-  private async query<R extends pg.QueryResultRow>(
+  /** One statement, retried while the server is unreachable (see postgres-retry.ts). */
+  private query<R extends pg.QueryResultRow>(
     operation: string,
     sql: string,
     values: unknown[],
   ): Promise<pg.QueryResult<R>> {
-    try {
-      return await this.pool.query<R>(sql, values);
-    } catch (err) {
-      throw fromPostgresError(operation, err);
-    }
+    const attempt = async () => {
+      try {
+        return await this.pool.query<R>(sql, values);
+      } catch (err) {
+        throw fromPostgresError(operation, err);
+      }
+    };
+    const inserted = () => ({ rowCount: 1, rows: [] }) as unknown as pg.QueryResult<R>;
+    return withRetry(operation, this.retry, attempt, inserted);
   }
 
-  private async transaction<T>(operation: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+  /** A transaction, retried as a whole while the server is unreachable. */
+  private transaction<T>(operation: string, work: (client: pg.PoolClient) => Promise<T>): Promise<T> {
+    return withRetry(
+      operation,
+      this.retry,
+      () => this.transactionOnce(operation, work),
+      () => true as T,
+    );
+  }
+
+  private async transactionOnce<T>(
+    operation: string,
+    work: (client: pg.PoolClient) => Promise<T>,
+  ): Promise<T> {
     let client: pg.PoolClient;
     try {
       client = await this.pool.connect();

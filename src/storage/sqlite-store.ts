@@ -36,10 +36,12 @@ export interface SqliteStoreOptions {
 }
 
 /**
- * The embedded store. better-sqlite3 is synchronous, so every method finishes its work before
- * returning its promise; several processes may still share the file (WAL, busy_timeout).
+ * The embedded store's database work. better-sqlite3 is synchronous, so every method finishes
+ * its work before returning its promise: this class runs on the storage thread
+ * (`sqlite-thread.ts`), and the gateway uses it through `SqliteStore`, which forwards every
+ * method of this class to that thread. Several processes may share the file (WAL, busy_timeout).
  */
-export class SqliteStore implements Store, KeyStore {
+export class SqliteSyncStore implements Store, KeyStore {
   readonly kind = 'sqlite' as const;
   private readonly db: Database.Database;
   private prepared: Prepared | undefined;

@@ -1,0 +1,51 @@
+import { StoreError } from '../errors/storage-errors.js';
+import type { SqliteStoreOptions } from './sqlite-store.js';
+
+/**
+ * The messages between `SqliteStore` (on the gateway's event loop) and the storage thread
+ * (`sqlite-thread.ts`) that runs better-sqlite3. A call names a method of `SqliteSyncStore`;
+ * errors cross as plain data and are re-created as the same typed StoreError.
+ */
+export interface SqliteThreadInit {
+  path: string;
+  options: SqliteStoreOptions;
+  /** Migrate on start: the thread replaces one that crashed after the store was migrated. */
+  migrate: boolean;
+}
+
+export interface SqliteCall {
+  id: number;
+  method: string;
+  args: unknown[];
+  /** Unix ms: a call still queued at this time fails instead of starting late. */
+  deadline: number;
+}
+
+export type SqliteReply =
+  | { id: number; ok: true; value: unknown }
+  | { id: number; ok: false; error: WireStoreError };
+
+export interface WireStoreError {
+  message: string;
+  code: string;
+  retryable: boolean;
+  cause?: { message: string; code?: string | undefined } | undefined;
+}
+
+/** Ends the storage thread as a crash would (tests of the restart path). */
+export const EXIT_THREAD_METHOD = '__sluice_exit_thread';
+
+export function toWire(err: StoreError): WireStoreError {
+  const cause = err.cause instanceof Error ? err.cause : undefined;
+  return {
+    message: err.message,
+    code: err.code,
+    retryable: err.retryable,
+    cause: cause && { message: cause.message, code: (cause as { code?: string }).code },
+  };
+}
+
+export function fromWire(wire: WireStoreError): StoreError {
+  const cause = wire.cause && Object.assign(new Error(wire.cause.message), { code: wire.cause.code });
+  return new StoreError(wire.message, wire.code, wire.retryable, { cause });
+}

@@ -1,0 +1,231 @@
+import { randomBytes } from 'node:crypto';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { Gateway } from '../src/gateway.js';
+import { POSTGRES_URL } from './helpers/backends.js';
+import { startCli } from './helpers/cli.js';
+import { eventually, metric, perTest, post } from './helpers/gateway.js';
+import { chatStream, type ResponseEvent, responseEvents } from './helpers/response-events.js';
+import { startTcpProxy, type TcpProxy } from './helpers/tcp-proxy.js';
+
+/**
+ * PostgreSQL unreachable under a running gateway (every connection cut by a TCP proxy, new
+ * ones refused), and at start-up. Streams in flight end with a terminal event, background
+ * responses never stay in progress, requests that need storage meanwhile get a quick 503, and
+ * the gateway serves again once the database is back.
+ */
+
+const schemas: string[] = [];
+const admin = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
+afterAll(async () => {
+  for (const schema of schemas) await admin.query(`DROP SCHEMA IF EXISTS ${schema} CASCADE`);
+  await admin.end();
+});
+
+function newSchema(): string {
+  const schema = `t_outage_${randomBytes(5).toString('hex')}`;
+  schemas.push(schema);
+  return schema;
+}
+
+/** POSTGRES_URL with its host and port replaced by the proxy's. */
+function throughProxy(proxy: TcpProxy): string {
+  const url = new URL(POSTGRES_URL);
+  url.hostname = '127.0.0.1';
+  url.port = String(proxy.port);
+  return url.toString();
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+interface StoredObject {
+  status: string;
+  error: { code: string } | null;
+}
+
+async function stored(gateway: Gateway, id: string): Promise<StoredObject | undefined> {
+  const res = await fetch(`${gateway.url}/v1/responses/${id}`);
+  return res.status === 200 ? ((await res.json()) as StoredObject) : undefined;
+}
+
+describe('PostgreSQL unreachable mid-run', () => {
+  const fx = perTest();
+  let proxy: TcpProxy;
+  beforeAll(async () => {
+    const target = new URL(POSTGRES_URL);
+    proxy = await startTcpProxy(Number(target.port || 5432), target.hostname);
+  });
+  afterEach(async () => {
+    await proxy.restore().catch(() => undefined);
+  });
+  afterAll(async () => {
+    await proxy.close();
+  });
+
+  async function setup(storage: { writeRetryMs?: number } = {}) {
+    // 30 chunks at 20 a second, then finish_reason stop: each stream runs about 1.5 s.
+    const [worker] = await fx.mocks(1, { tokensPerSecond: 20, defaultMaxTokens: 30 });
+    const gateway = await fx.gateway({
+      workers: [{ url: worker!.url }],
+      storage: { kind: 'postgres', url: throughProxy(proxy), schema: newSchema(), ...storage },
+    });
+    const streamed = post(`${gateway.url}/v1/responses`, {
+      model: 'mock-model',
+      input: 'x',
+      stream: true,
+    });
+    const queued = (await post(`${gateway.url}/v1/responses`, {
+      model: 'mock-model',
+      input: 'x',
+      background: true,
+    }).then((res) => res.json())) as { id: string; status: string };
+    expect(queued.status).toBe('queued');
+    await eventually(() => worker!.stats.inflight === 2);
+    await sleep(300);
+    return { gateway, streamed, backgroundId: queued.id };
+  }
+
+  it('a 3 s cut: the stream in flight completes (its write retried), the background response completes, a read meanwhile is a quick 503', async () => {
+    const { gateway, streamed, backgroundId } = await setup();
+    await proxy.cut();
+    const cutAt = Date.now();
+
+    // Meanwhile: a read that needs storage fails fast and typed; health and chat need none.
+    const readStarted = Date.now();
+    const read = await fetch(`${gateway.url}/v1/responses/${backgroundId}`);
+    const readMs = Date.now() - readStarted;
+    expect(read.status).toBe(503);
+    expect(read.headers.get('retry-after')).toBe('1');
+    expect(((await read.json()) as { error: { code: string } }).error.code).toBe('store_unavailable');
+    expect(readMs).toBeLessThan(2_500);
+    expect((await fetch(`${gateway.url}/health`)).status).toBe(200);
+    expect(await chatStream(gateway.url)).toMatch(/"finish_reason":"stop"[\s\S]*data: \[DONE\]\n\n$/);
+
+    await sleep(3_000 - (Date.now() - cutAt));
+    await proxy.restore();
+
+    const events = responseEvents((await streamed).text);
+    const last = events.at(-1)!;
+    expect(last.name).toBe('response.completed');
+    const id = last.event.response!.id;
+    expect((await stored(gateway, id))?.status).toBe('completed');
+    await eventually(async () => (await stored(gateway, backgroundId))?.status === 'completed', 10_000);
+    expect(await metric(gateway.url, 'sluice_store_write_failures_total')).toBe(0);
+
+    // The pool recovered: a new stored response goes through.
+    const after = (await post(`${gateway.url}/v1/responses`, { model: 'mock-model', input: 'y' })).json() as {
+      id: string;
+      status: string;
+    };
+    expect(after.status).toBe('completed');
+    expect((await stored(gateway, after.id))?.status).toBe('completed');
+  }, 30_000);
+
+  it('a cut longer than the write retries: store_write_failed terminals, the background response stored failed once the database is back', async () => {
+    const { gateway, streamed, backgroundId } = await setup({ writeRetryMs: 1_000 });
+    await proxy.cut();
+
+    // A new background response needs its queued row first: a 503 after the write retries, no hang.
+    const started = Date.now();
+    const refused = await post(`${gateway.url}/v1/responses`, {
+      model: 'mock-model',
+      input: 'z',
+      background: true,
+    });
+    expect(refused.status).toBe(503);
+    expect((refused.json() as { error: { code: string } }).error.code).toBe('store_unavailable');
+    expect(Date.now() - started).toBeLessThan(3_000);
+
+    const last: ResponseEvent = responseEvents((await streamed).text).at(-1)!;
+    expect(last.name).toBe('response.failed');
+    expect(last.event.response!.error!.code).toBe('store_write_failed');
+    await eventually(
+      async () =>
+        (await metric(gateway.url, 'sluice_store_write_failures_total', {
+          backend: 'postgres',
+          code: 'store_unavailable',
+        })) === 2,
+      5_000,
+    );
+    await proxy.restore();
+
+    // The background response's failure is written once the database answers again.
+    let background: StoredObject | undefined;
+    await eventually(async () => {
+      background = await stored(gateway, backgroundId);
+      return background?.status === 'failed';
+    }, 10_000);
+    expect(background!.error!.code).toBe('store_write_failed');
+    // The foreground one was never stored, as its client was told.
+    expect(await stored(gateway, last.event.response!.id)).toBeUndefined();
+    const after = (await post(`${gateway.url}/v1/responses`, { model: 'mock-model', input: 'y' })).json() as {
+      status: string;
+    };
+    expect(after.status).toBe('completed');
+  }, 30_000);
+});
+
+describe('PostgreSQL at start-up', () => {
+  let dir: string;
+  beforeAll(() => {
+    dir = mkdtempSync(join(tmpdir(), 'sluice-pg-start-'));
+  });
+  afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+  async function runServe(args: string[], env: Record<string, string> = {}) {
+    const cli = startCli(['serve', '--worker', 'http://127.0.0.1:9', '--port', '0', ...args], env);
+    const code = await new Promise<number | null>((resolve) => cli.child.once('exit', resolve));
+    cli.url.catch(() => undefined);
+    return { code, output: cli.output() };
+  }
+
+  /** One line naming the problem; no stack frames. */
+  function expectOneClearLine(output: string, ...words: string[]): void {
+    const lines = output.trim().split('\n');
+    const line = lines.find((l) => l.startsWith('sluice: cannot start:'));
+    expect(line, output).toBeDefined();
+    for (const word of words) expect(line).toContain(word);
+    expect(output).not.toMatch(/^\s+at /m);
+    expect(lines.filter((l) => l.startsWith('sluice:'))).toHaveLength(1);
+  }
+
+  it('an unreachable server: exit 1 and one line', async () => {
+    const port = await closedPort();
+    const url = `postgres://root:hunter2@127.0.0.1:${port}/test`;
+    const { code, output } = await runServe(['--storage', 'postgres'], { SLUICE_POSTGRES_URL: url });
+    expect(code).toBe(1);
+    expectOneClearLine(
+      output,
+      'PostgreSQL',
+      `127.0.0.1:${port}`,
+      'unavailable',
+      'ECONNREFUSED',
+      'store_unavailable',
+    );
+    expect(output).not.toContain('hunter2');
+  }, 20_000);
+
+  it('a schema whose tables conflict: exit 1 and one line naming the table', async () => {
+    const schema = newSchema();
+    await admin.query(`CREATE SCHEMA ${schema}`);
+    await admin.query(`CREATE TABLE ${schema}.responses (id INTEGER, something TEXT)`);
+    const config = join(dir, 'conflict.yaml');
+    writeFileSync(config, `storage: { kind: postgres, url: "${POSTGRES_URL}", schema: ${schema} }\n`);
+    const { code, output } = await runServe(['--config', config]);
+    expect(code).toBe(1);
+    expectOneClearLine(output, 'conflict', 'relation "responses" already exists', 'store_schema_conflict');
+  }, 20_000);
+});
+
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const address = server.address();
+  await new Promise((resolve) => server.close(resolve));
+  if (address === null || typeof address === 'string') throw new Error('no port');
+  return address.port;
+}
