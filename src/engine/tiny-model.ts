@@ -77,9 +77,10 @@ export const TINY_GRAMMAR_BIAS: Readonly<Record<string, number>> = {
   '"': 7,
   ']': 5,
   '}': 3,
+  ',': 1,
   e: -100,
   E: -100,
-  ...Object.fromEntries([...'0123456789'].map((digit) => [digit, -2])),
+  ...Object.fromEntries([...'0123456789'].map((digit) => [digit, -4])),
 };
 
 export interface TinyModelOptions {
