@@ -26,7 +26,8 @@ describe('chaos against a real llama.cpp worker', { timeout: 120_000 }, () => {
   };
 
   beforeAll(async () => {
-    model = await LlamaProcess.tinyModel();
+    // Streams here must outlast a kill, a SIGSTOP or a disconnect: answers that never end.
+    model = await LlamaProcess.tinyModel({ endless: true });
   });
   afterAll(async () => {
     await Promise.all(gateways.map((g) => g.close()));

@@ -1,9 +1,11 @@
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { readGgufFileInfo } from 'node-llama-cpp';
+import { pino } from 'pino';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { TINY_MODEL_SHAPE, writeTinyModel } from '../src/engine/tiny-model.js';
+import { ensureTinyModel } from '../src/engine/embedded-worker.js';
+import { encodeTinyModel, TINY_MODEL_SHAPE, writeTinyModel } from '../src/engine/tiny-model.js';
 import { byteToUnicode, TOKEN_TYPE } from '../src/engine/tiny-tokenizer.js';
 
 describe('the tiny model file', () => {
@@ -70,5 +72,24 @@ describe('the tiny model file', () => {
     expect(meta.tokenizer.chat_template).toContain('<|im_start|>');
 
     expect(info.tensorInfo?.map((t) => t.name)).toContain('blk.1.ffn_down.weight');
+  });
+
+  it('is written again in the data dir when the file there is from another version', async () => {
+    const dataDir = join(dir, 'data');
+    const path = join(dataDir, 'models', 'sluice-tiny.gguf');
+    await mkdir(join(dataDir, 'models'), { recursive: true });
+    // The model of earlier versions, whose answers never end.
+    await writeTinyModel(path, { seed: 1, endless: true });
+    const log = pino({ level: 'silent' });
+    expect(await ensureTinyModel(dataDir, log)).toBe(path);
+    expect((await readFile(path)).equals(encodeTinyModel({ seed: 1 }))).toBe(true);
+    // The current file is left as it is.
+    const written = (await stat(path)).mtimeMs;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+    await ensureTinyModel(dataDir, log);
+    expect((await stat(path)).mtimeMs).toBe(written);
+    await writeFile(path, 'damaged');
+    await ensureTinyModel(dataDir, log);
+    expect((await readFile(path)).equals(encodeTinyModel({ seed: 1 }))).toBe(true);
   });
 });

@@ -123,12 +123,33 @@ describe('llama.cpp worker on the tiny model', () => {
     expect(await promptTokens('zq')).toBe(2);
   });
 
-  it('generates 50 tokens without ending the turn at once', async () => {
-    for (const seed of [1, 2, 3]) {
-      const r = await client.chat.completions.create({ ...chat('Tell me'), max_tokens: 50, seed });
-      expect(r.choices[0]!.finish_reason).toBe('length');
-      expect(r.usage?.completion_tokens).toBe(50);
+  it('ends its chat answers by itself at 20-80 tokens; raw completions and ignore_eos go on', async () => {
+    // The tiny model's answer timer (tiny-model.ts), at the default sampling, max_tokens far off.
+    const lengths: number[] = [];
+    for (let i = 0; i < 8; i++) {
+      const r = await client.chat.completions.create({
+        ...chat(['Hello', 'Tell me about the world', `q${i}`, 'What is this model?'][i % 4]!),
+        max_tokens: 400,
+        seed: 100 + i,
+      });
+      expect(r.choices[0]!.finish_reason).toBe('stop');
+      lengths.push(r.usage!.completion_tokens);
     }
+    for (const length of lengths) {
+      expect(length).toBeGreaterThanOrEqual(20);
+      expect(length).toBeLessThanOrEqual(80);
+    }
+    // Text without <|im_start|> is no chat: it runs to max_tokens, as before.
+    const raw = await client.completions.create({ model: MODEL, prompt: 'Tell me', max_tokens: 150 });
+    expect(raw.choices[0]!.finish_reason).toBe('length');
+    // vLLM's ignore_eos: the end-of-sequence token does not end the answer.
+    const ignoring = await client.chat.completions.create({
+      ...chat('Tell me'),
+      max_tokens: 150,
+      ...{ ignore_eos: true },
+    });
+    expect(ignoring.choices[0]!.finish_reason).toBe('length');
+    expect(ignoring.usage?.completion_tokens).toBe(150);
   });
 
   it('applies the ChatML template, and continues a final assistant message', async () => {
@@ -264,7 +285,7 @@ describe('llama.cpp worker on the tiny model', () => {
     const streams = await Promise.all(
       controllers.map((controller, i) =>
         client.chat.completions.create(
-          { ...chat('Go'), max_tokens: 2000 - 20, seed: i, stream: true },
+          { ...chat('Go'), max_tokens: 2000 - 20, seed: i, stream: true, ...{ ignore_eos: true } },
           {
             signal: controller.signal,
           },
@@ -294,7 +315,7 @@ describe('llama.cpp worker on the tiny model', () => {
     const before = { ...worker.stats };
     const controller = new AbortController();
     const stream = await client.chat.completions.create(
-      { ...chat('Long'), max_tokens: 1900, stream: true },
+      { ...chat('Long'), max_tokens: 1900, stream: true, ...{ ignore_eos: true } },
       {
         signal: controller.signal,
       },

@@ -8,10 +8,24 @@ export interface ChatFormatOptions {
   continueFinalMessage?: boolean | null | undefined;
 }
 
+/** The message's text; the model reads text only, so an image (or any other part) is refused. */
 function textOf(message: ChatMessage): string {
   const content = message.content;
   if (typeof content === 'string') return content;
-  return (content ?? []).map((part) => part.text).join('');
+  return (content ?? [])
+    .map((part) => {
+      if (part.type === 'text' && typeof part.text === 'string') return part.text;
+      if (part.type === 'image_url' || part.type === 'input_image')
+        throw new RequestError('This model takes no images: it reads text only.', 400, {
+          param: 'messages',
+          code: 'image_input_not_supported',
+        });
+      throw new RequestError(`Content parts of type '${part.type}' are not supported: text only.`, 400, {
+        param: 'messages',
+        code: 'unsupported_content_part',
+      });
+    })
+    .join('');
 }
 
 /**
@@ -40,9 +54,26 @@ export function toChatHistory(
   return history;
 }
 
+/**
+ * node-llama-cpp's history has no tool items that a template renders as such: an assistant's
+ * tool calls become JSON text of its turn (the shape a forced call is generated in), and a tool
+ * result a user turn.
+ */
 function historyItem(message: ChatMessage): ChatHistoryItem {
   const text = textOf(message);
   if (message.role === 'system' || message.role === 'developer') return { type: 'system', text };
   if (message.role === 'user') return { type: 'user', text };
-  return { type: 'model', response: [text] };
+  if (message.role === 'tool') return { type: 'user', text };
+  const calls = (message.tool_calls ?? []).map((call) =>
+    JSON.stringify({ name: call.function.name, arguments: parseArguments(call.function.arguments) }),
+  );
+  return { type: 'model', response: [[text, ...calls].filter((t) => t.length > 0).join('\n')] };
+}
+
+function parseArguments(text: string | null | undefined): unknown {
+  try {
+    return JSON.parse(text ?? '{}');
+  } catch {
+    return text;
+  }
 }

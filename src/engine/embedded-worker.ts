@@ -1,9 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { existsSync, mkdirSync } from 'node:fs';
+import { readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from '../observability/logger.js';
-import { writeTinyModel } from './tiny-model.js';
+import { encodeTinyModel } from './tiny-model.js';
 
 export const EMBEDDED_MODEL_NAME = 'sluice-tiny';
 const RESTART_DELAY_MS = 1_000;
@@ -16,14 +17,22 @@ function cliCommand(): string[] {
   return ['--import', 'tsx', fileURLToPath(new URL('../cli/main.ts', import.meta.url))];
 }
 
-/** The tiny demo model in the data directory, written on first use. */
+/**
+ * The tiny demo model in the data directory, written on first use, and written again when the
+ * file is not the exact bytes this version of sluice writes (a model from an older version, e.g.
+ * one whose answers never end, or a damaged file). Building it takes a few tens of ms.
+ */
 export async function ensureTinyModel(dataDir: string, log: Logger): Promise<string> {
   const path = join(dataDir, 'models', `${EMBEDDED_MODEL_NAME}.gguf`);
-  if (!existsSync(path)) {
-    mkdirSync(dirname(path), { recursive: true });
-    await writeTinyModel(path, { seed: 1 });
-    log.info({ path }, 'wrote the tiny demo model');
-  }
+  const bytes = encodeTinyModel({ seed: 1 });
+  const existing = existsSync(path) ? await readFile(path).catch(() => undefined) : undefined;
+  if (existing?.equals(bytes)) return path;
+  mkdirSync(dirname(path), { recursive: true });
+  // Written aside, then renamed: a worker never loads a half-written file.
+  const partial = `${path}.${process.pid}.partial`;
+  await writeFile(partial, bytes);
+  await rename(partial, path);
+  log.info({ path, replaced: existing !== undefined }, 'wrote the tiny demo model');
   return path;
 }
 

@@ -2,14 +2,18 @@ import { randomInt } from 'node:crypto';
 import { open } from 'node:fs/promises';
 import {
   type ChatHistoryItem,
+  type GbnfJsonSchema,
   getLlama,
   JinjaTemplateChatWrapper,
   type Llama,
   type LlamaContext,
   type LlamaContextSequence,
+  type LlamaGrammar,
+  LlamaGrammarEvaluationState,
   LlamaLogLevel,
   type LlamaModel,
   type Token,
+  TokenBias,
 } from 'node-llama-cpp';
 import { SlotPool } from './slot-pool.js';
 import { TokenText } from './token-text.js';
@@ -39,6 +43,8 @@ export interface Sampling {
   topP: number;
   seed?: number | null | undefined;
   stop: readonly string[];
+  /** The end-of-sequence token does not end generation (vLLM's `ignore_eos`). */
+  ignoreEos?: boolean | undefined;
 }
 
 export interface GenerationEnd {
@@ -51,6 +57,14 @@ export interface GenerationEnd {
 export class ModelFileError extends Error {}
 
 const GGUF_MAGIC = Buffer.from('GGUF');
+/** Grammars built for JSON schemas, kept per schema text (clients repeat the same tools). */
+const GRAMMAR_CACHE_SIZE = 64;
+/**
+ * node-llama-cpp's JSON-schema grammar ends with four newlines and any number more: its chat
+ * session stops on them. Here generation drives the sequence itself, so the grammar ends with
+ * the JSON value and the only token it then allows is end-of-generation.
+ */
+const JSON_GRAMMAR_SUFFIX = ' "\\n\\n\\n\\n" [\\n]*';
 const DEFAULT_MAX_CONTEXT = 4096;
 
 async function checkGgufFile(path: string): Promise<void> {
@@ -69,9 +83,30 @@ async function checkGgufFile(path: string): Promise<void> {
   if (!head.equals(GGUF_MAGIC)) throw new ModelFileError(`${path} is not a GGUF file (bad magic)`);
 }
 
+/**
+ * `sluice.grammar_bias.token_ids` and `.logits`: logit biases a model file asks for while it
+ * generates under a grammar (the tiny model has them, see TINY_GRAMMAR_BIAS); none otherwise.
+ */
+function grammarBiasOf(model: LlamaModel): TokenBias | undefined {
+  const meta = model.fileInfo.metadata as {
+    sluice?: { grammar_bias?: { token_ids?: unknown; logits?: unknown } };
+  };
+  const ids = meta.sluice?.grammar_bias?.token_ids;
+  const logits = meta.sluice?.grammar_bias?.logits;
+  if (!Array.isArray(ids) || !Array.isArray(logits) || ids.length !== logits.length) return undefined;
+  const bias = new TokenBias(model.tokenizer);
+  ids.forEach((id, i) => {
+    if (typeof id === 'number' && typeof logits[i] === 'number') bias.set(id as Token, { logit: logits[i] });
+  });
+  return bias;
+}
+
 export class LlamaEngine {
   private readonly pool: SlotPool<LlamaContextSequence>;
   private readonly chatWrapper: JinjaTemplateChatWrapper | undefined;
+  private readonly grammars = new Map<string, Promise<LlamaGrammar>>();
+  /** The model's own logit biases for generation under a grammar, if its file has some. */
+  private readonly grammarBias: TokenBias | undefined;
 
   private constructor(
     private readonly llama: Llama,
@@ -90,6 +125,7 @@ export class LlamaEngine {
             joinAdjacentMessagesOfTheSameType: false,
           })
         : undefined;
+    this.grammarBias = grammarBiasOf(model);
   }
 
   static async load(options: LlamaEngineOptions): Promise<LlamaEngine> {
@@ -142,6 +178,30 @@ export class LlamaEngine {
     return [bos, ...tokens];
   }
 
+  /** A grammar that allows exactly the JSON values of a schema, then only end-of-generation. */
+  jsonGrammar(schema: GbnfJsonSchema): Promise<LlamaGrammar> {
+    const key = JSON.stringify(schema);
+    let grammar = this.grammars.get(key);
+    if (!grammar) {
+      grammar = this.buildJsonGrammar(schema);
+      grammar.catch(() => this.grammars.delete(key));
+      if (this.grammars.size >= GRAMMAR_CACHE_SIZE) this.grammars.delete(this.grammars.keys().next().value!);
+      this.grammars.set(key, grammar);
+    }
+    return grammar;
+  }
+
+  private async buildJsonGrammar(schema: GbnfJsonSchema): Promise<LlamaGrammar> {
+    // The generic schema type is too wide for its inferring signature; the value is checked at run time.
+    const json = await this.llama.createGrammarForJsonSchema(schema as never);
+    const lines = json.grammar.split('\n');
+    const root = lines.findIndex((line) => line.startsWith(`${json.rootRuleName} ::= `));
+    if (root < 0 || !lines[root]!.endsWith(JSON_GRAMMAR_SUFFIX))
+      throw new Error('unexpected JSON grammar from node-llama-cpp: its root rule has changed');
+    lines[root] = lines[root]!.slice(0, -JSON_GRAMMAR_SUFFIX.length);
+    return this.llama.createGrammar({ grammar: lines.join('\n'), rootRuleName: json.rootRuleName });
+  }
+
   acquire(signal: AbortSignal): Promise<LlamaContextSequence> {
     return this.pool.acquire(signal);
   }
@@ -152,7 +212,8 @@ export class LlamaEngine {
 
   /**
    * Generates on a sequence the caller holds. `onText` gets each piece of text as it becomes safe
-   * to send; generation waits for it (backpressure). Stops at once when `signal` aborts.
+   * to send; generation waits for it (backpressure). Stops at once when `signal` aborts. With a
+   * grammar, only text it allows is generated, and generation ends when it is complete.
    */
   async generate(
     sequence: LlamaContextSequence,
@@ -160,6 +221,7 @@ export class LlamaEngine {
     sampling: Sampling,
     signal: AbortSignal,
     onText: (text: string) => void | Promise<void>,
+    grammar?: LlamaGrammar,
   ): Promise<GenerationEnd> {
     // Keep the part of the sequence's cache that matches the prompt (the last token is always
     // evaluated again: its logits are needed to sample the first new token).
@@ -178,11 +240,17 @@ export class LlamaEngine {
       // node-llama-cpp's default seed is the current time: requests in the same second would match.
       seed: sampling.seed ?? randomInt(2 ** 31),
       yieldEogToken: true,
+      grammarEvaluationState: grammar
+        ? new LlamaGrammarEvaluationState({ model: this.model, grammar })
+        : undefined,
+      tokenBias: grammar ? this.grammarBias : undefined,
     });
     for await (const token of tokens) {
       if (signal.aborted) break;
       end.completionTokens++;
-      if (this.model.isEogToken(token)) {
+      // An ignored end-of-sequence token is generated like any other; as a special token, it
+      // shows no text. A grammar, once complete, allows nothing else: that end is never ignored.
+      if (this.model.isEogToken(token) && (!sampling.ignoreEos || grammar)) {
         end.finishReason = 'stop';
         break;
       }

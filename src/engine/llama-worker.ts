@@ -1,7 +1,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { basename } from 'node:path';
-import type { LlamaContextSequence } from 'node-llama-cpp';
+import type { LlamaContextSequence, LlamaGrammar } from 'node-llama-cpp';
 import { readBody, sendJson } from './http-io.js';
 import { LlamaEngine } from './llama-engine.js';
 import { type Api, errorBody, responseId } from './openai-shapes.js';
@@ -138,8 +138,19 @@ export async function createLlamaWorker(options: LlamaWorkerOptions): Promise<Ll
       request = prepare(raw, api);
     } catch (err) {
       stats.failed++;
-      if (err instanceof RequestError) return sendJson(res, err.status, errorBody(err.message, err.status));
+      if (err instanceof RequestError)
+        return sendJson(res, err.status, errorBody(err.message, err.status, err.detail));
       throw err;
+    }
+    let grammar: LlamaGrammar | undefined;
+    if (request.toolCall) {
+      try {
+        grammar = await engine.jsonGrammar(request.toolCall.schema);
+      } catch (err) {
+        stats.failed++;
+        const message = `The tool's parameters schema cannot be turned into a grammar: ${(err as Error).message}`;
+        return sendJson(res, 400, errorBody(message, 400, { param: 'tools' }));
+      }
     }
 
     const controller = new AbortController();
@@ -171,7 +182,7 @@ export async function createLlamaWorker(options: LlamaWorkerOptions): Promise<Ll
       const requestId = req.headers['x-request-id'];
       const id = responseId(api, typeof requestId === 'string' ? requestId : undefined);
       await writeResponse({ res, api, id, model: modelName, request, signal }, (onText) =>
-        engine.generate(sequence, request.prompt, request.sampling, signal, onText),
+        engine.generate(sequence, request.prompt, request.sampling, signal, onText, grammar),
       );
     } catch (err) {
       failed = true;

@@ -29,18 +29,41 @@ const ERROR_TYPES: Record<number, string> = {
   503: 'ServiceUnavailableError',
 };
 
-/** vLLM's `ErrorResponse`. */
-function errorObject(message: string, code: number) {
-  return { object: 'error', message, type: ERROR_TYPES[code] ?? 'InternalServerError', param: null, code };
+export interface ErrorDetail {
+  /** The request field at fault. */
+  param?: string | undefined;
+  /** A string code (OpenAI's style) instead of the status (vLLM's). */
+  code?: string | undefined;
 }
 
-export function errorBody(message: string, code: number): string {
-  return JSON.stringify(errorObject(message, code));
+/** vLLM's `ErrorResponse`; `param` and a string `code` where a field is at fault, as OpenAI's. */
+function errorObject(message: string, status: number, detail: ErrorDetail = {}) {
+  return {
+    object: 'error',
+    message,
+    type: ERROR_TYPES[status] ?? 'InternalServerError',
+    param: detail.param ?? null,
+    code: detail.code ?? status,
+  };
+}
+
+export function errorBody(message: string, status: number, detail: ErrorDetail = {}): string {
+  return JSON.stringify(errorObject(message, status, detail));
 }
 
 export interface Finish {
-  reason: 'stop' | 'length';
+  reason: 'stop' | 'length' | 'tool_calls';
   stopReason: string | null;
+}
+
+export interface ToolCall {
+  id: string;
+  type: 'function';
+  function: { name: string; arguments: string };
+}
+
+export function toolCallId(): string {
+  return `call_${randomBytes(12).toString('hex')}`;
 }
 
 /** One SSE `data:` event per call. */
@@ -60,10 +83,22 @@ export class StreamChunks {
     return `data: ${JSON.stringify({ ...this.head, choices, ...extra })}\n\n`;
   }
 
-  role(): string {
+  /** The first chat chunk; content is null when the answer is a tool call, as OpenAI's. */
+  role(content: '' | null = ''): string {
     return this.event([
-      { index: 0, delta: { role: 'assistant', content: '' }, logprobs: null, finish_reason: null },
+      { index: 0, delta: { role: 'assistant', content }, logprobs: null, finish_reason: null },
     ]);
+  }
+
+  /** The first chunk of a tool call: its id and function name, no arguments yet. */
+  toolCallStart(id: string, name: string): string {
+    const call = { index: 0, id, type: 'function', function: { name, arguments: '' } };
+    return this.event([{ index: 0, delta: { tool_calls: [call] }, logprobs: null, finish_reason: null }]);
+  }
+
+  toolCallArguments(piece: string): string {
+    const call = { index: 0, function: { arguments: piece } };
+    return this.event([{ index: 0, delta: { tool_calls: [call] }, logprobs: null, finish_reason: null }]);
   }
 
   text(text: string): string {
@@ -99,12 +134,13 @@ export function completeBody(
   text: string,
   finish: Finish,
   usage: Usage,
+  toolCall?: ToolCall,
 ): string {
   const end = { logprobs: null, finish_reason: finish.reason, stop_reason: finish.stopReason };
-  const choice =
-    api === 'chat'
-      ? { index: 0, message: { role: 'assistant', content: text }, ...end }
-      : { index: 0, text, ...end };
+  const message = toolCall
+    ? { role: 'assistant', content: null, tool_calls: [toolCall] }
+    : { role: 'assistant', content: text };
+  const choice = api === 'chat' ? { index: 0, message, ...end } : { index: 0, text, ...end };
   return JSON.stringify({
     id,
     object: api === 'chat' ? 'chat.completion' : 'text_completion',

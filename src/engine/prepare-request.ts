@@ -10,12 +10,15 @@ import {
   parseRequest,
   RequestError,
 } from './request-schema.js';
+import { planToolCall, type ToolCallPlan } from './tools.js';
 
 export interface PreparedRequest {
   prompt: Token[];
   sampling: Sampling;
   stream: boolean;
   includeUsage: boolean;
+  /** A forced tool call, generated under a JSON grammar (chat only). */
+  toolCall?: ToolCallPlan | undefined;
 }
 
 function chatPrompt(engine: LlamaEngine, request: ChatRequest): Token[] {
@@ -45,9 +48,11 @@ export function prepareRequest(
   let request: ChatRequest | CompletionRequest;
   let prompt: Token[];
   let maxTokens: number | null | undefined;
+  let toolCall: ToolCallPlan | undefined;
   if (api === 'chat') {
     const chat = parseRequest(chatRequestSchema, body);
     checkModel(chat.model, modelName);
+    toolCall = planToolCall(chat.tools, chat.tool_choice);
     prompt = chatPrompt(engine, chat);
     maxTokens = chat.max_completion_tokens ?? chat.max_tokens;
     request = chat;
@@ -70,7 +75,8 @@ export function prepareRequest(
       400,
     );
   }
-  const stop = request.stop ?? [];
+  // A stop string could cut a call's JSON short: a forced call ends when its JSON is complete.
+  const stop = toolCall ? [] : (request.stop ?? []);
   return {
     prompt,
     sampling: {
@@ -79,9 +85,11 @@ export function prepareRequest(
       topP: request.top_p ?? 1,
       seed: typeof request.seed === 'number' ? request.seed >>> 0 : undefined, // llama.cpp takes a uint32
       stop: typeof stop === 'string' ? [stop] : stop,
+      ignoreEos: request.ignore_eos === true,
     },
     stream: request.stream === true,
     includeUsage: request.stream_options?.include_usage === true,
+    toolCall,
   };
 }
 

@@ -16,15 +16,42 @@ const samplingShape = {
   seed: optional(z.number().int()),
   n: optional(z.literal(1, { error: 'only n=1 is supported' })),
   stop: optional(z.union([z.string(), z.array(z.string())])),
+  /** vLLM's: the end-of-sequence token does not end generation (it is generated, and not shown). */
+  ignore_eos: optional(z.boolean()),
 };
 
-const textPart = z.looseObject({ type: z.literal('text'), text: z.string() });
+/** Text parts are read; any other part (`image_url`, `input_audio`, ...) is refused in chat-history.ts. */
+const contentPart = z.looseObject({ type: z.string(), text: z.string().optional() });
+
+const toolCallSchema = z.looseObject({
+  id: optional(z.string()),
+  type: optional(z.string()),
+  function: z.looseObject({ name: z.string(), arguments: optional(z.string()) }),
+});
 
 const messageSchema = z.looseObject({
-  role: z.enum(['system', 'developer', 'user', 'assistant']),
-  content: optional(z.union([z.string(), z.array(textPart)])),
+  role: z.enum(['system', 'developer', 'user', 'assistant', 'tool']),
+  content: optional(z.union([z.string(), z.array(contentPart)])),
+  tool_calls: optional(z.array(toolCallSchema)),
+  tool_call_id: optional(z.string()),
 });
 export type ChatMessage = z.output<typeof messageSchema>;
+
+const toolSchema = z.looseObject({
+  type: z.literal('function', { error: "only tools of type 'function' are supported" }),
+  function: z.looseObject({
+    name: z.string().min(1),
+    description: optional(z.string()),
+    parameters: optional(z.record(z.string(), z.unknown())),
+  }),
+});
+export type Tool = z.output<typeof toolSchema>;
+
+const toolChoiceSchema = z.union([
+  z.enum(['none', 'auto', 'required']),
+  z.looseObject({ type: z.literal('function'), function: z.looseObject({ name: z.string() }) }),
+]);
+export type ToolChoice = z.output<typeof toolChoiceSchema>;
 
 export const chatRequestSchema = z.looseObject({
   ...samplingShape,
@@ -32,6 +59,8 @@ export const chatRequestSchema = z.looseObject({
   max_completion_tokens: optional(z.number().int().positive()),
   add_generation_prompt: optional(z.boolean()),
   continue_final_message: optional(z.boolean()),
+  tools: optional(z.array(toolSchema)),
+  tool_choice: optional(toolChoiceSchema),
 });
 export type ChatRequest = z.output<typeof chatRequestSchema>;
 
@@ -49,6 +78,8 @@ export class RequestError extends Error {
   constructor(
     message: string,
     readonly status: 400 | 404,
+    /** The request field at fault, and a string code for the error (else the status). */
+    readonly detail: { param?: string; code?: string } = {},
   ) {
     super(message);
   }
@@ -61,5 +92,7 @@ export function parseRequest<S extends z.ZodType>(schema: S, body: unknown): z.o
   if (result.success) return result.data;
   const issue = result.error.issues[0]!;
   const where = issue.path.length > 0 ? issue.path.map(String).join('.') : 'body';
-  throw new RequestError(`Invalid value for '${where}': ${issue.message}`, 400);
+  throw new RequestError(`Invalid value for '${where}': ${issue.message}`, 400, {
+    param: issue.path.length > 0 ? String(issue.path[0]) : undefined,
+  });
 }

@@ -64,6 +64,7 @@ export interface TinyVocabulary {
   eos: number;
   eot: number;
   pad: number;
+  imStart: number;
   /** The control tokens. */
   special: number[];
   /** Byte tokens that are not printable ASCII on their own (controls, UTF-8 fragments). */
@@ -115,6 +116,7 @@ export function buildTinyVocabulary(): TinyVocabulary {
     eos: imEnd,
     eot: imEnd,
     pad: endOfText,
+    imStart,
     special: [endOfText, imStart, imEnd],
     unprintable: Array.from({ length: 256 }, (_, b) => b).filter(
       (b) => (b < 0x20 && b !== 0x0a) || b >= 0x7f,

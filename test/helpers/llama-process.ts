@@ -4,7 +4,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { writeTinyModel } from '../../src/engine/tiny-model.js';
+import { type TinyModelOptions, writeTinyModel } from '../../src/engine/tiny-model.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli/main.ts', import.meta.url));
 
@@ -27,9 +27,10 @@ export class LlamaProcess {
     private readonly slots = 4,
   ) {}
 
-  static async tinyModel(): Promise<string> {
+  /** The tiny model (seed 7); `endless` for answers that never end by themselves. */
+  static async tinyModel(options: Omit<TinyModelOptions, 'seed'> = {}): Promise<string> {
     const path = join(mkdtempSync(join(tmpdir(), 'sluice-chaos-')), 'tiny.gguf');
-    await writeTinyModel(path, { seed: 7 });
+    await writeTinyModel(path, { ...options, seed: 7 });
     return path;
   }
 
