@@ -1,5 +1,6 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync } from 'node:fs';
+import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
@@ -13,10 +14,11 @@ import { eventually } from './helpers/gateway.js';
 describe('npm pack + npm install -g + sluice serve', () => {
   const dir = mkdtempSync(join(tmpdir(), 'sluice-install-'));
   let server: ChildProcess | undefined;
-  afterAll(() => {
+  // The installed tree is large: removing it takes a while on a busy machine.
+  afterAll(async () => {
     server?.kill('SIGKILL');
-    rmSync(dir, { recursive: true, force: true });
-  });
+    await rm(dir, { recursive: true, force: true });
+  }, 120_000);
 
   it('installs from the tarball and serves the embedded model', { timeout: 420_000 }, async () => {
     if (!existsSync('dist/cli/main.js')) execFileSync('npm', ['run', 'build'], { stdio: 'ignore' });
