@@ -21,6 +21,7 @@ import { healthRoutes } from './routes/health.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { modelRoutes } from './routes/models.js';
 import { responseRoutes } from './routes/responses.js';
+import { responseCompactRoutes } from './routes/responses-compact.js';
 import { responseWebSocketRoutes } from './routes/responses-websocket.js';
 
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
@@ -177,6 +178,7 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
   app.register(generationRoutes(ctx));
   app.register(responseRoutes(ctx));
   app.register(responseWebSocketRoutes(ctx));
+  app.register(responseCompactRoutes(ctx));
   app.register(conversationRoutes(ctx));
   app.register(modelRoutes(ctx));
   app.register(healthRoutes(ctx));

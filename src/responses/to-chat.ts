@@ -1,3 +1,5 @@
+import { compactionMessage } from './compaction.js';
+import { type InputFilePart, inputFileText } from './input-files.js';
 import type { CreateResponseRequest } from './request-schema.js';
 import type { InputItem, OutputItem } from './types.js';
 
@@ -21,12 +23,24 @@ function partsText(content: unknown): string {
     .join('');
 }
 
-/** User content keeps images as chat `image_url` parts; text-only content becomes a plain string. */
+/**
+ * User content keeps images as chat `image_url` parts; text-only content becomes a plain string.
+ * Files become text (input-files.ts), set apart from the text around them by blank lines.
+ */
 function userContent(content: unknown): string | unknown[] {
   if (!Array.isArray(content)) return partsText(content);
-  const hasImage = content.some((p: { type?: unknown }) => p.type === 'input_image');
-  if (!hasImage) return partsText(content);
-  return content.map((part: { type?: unknown; text?: unknown; image_url?: unknown; detail?: unknown }) =>
+  type Part = { type?: unknown; text?: unknown; image_url?: unknown; detail?: unknown };
+  const hasFile = content.some((p: Part) => p.type === 'input_file');
+  const parts: Part[] = hasFile
+    ? content.map((part: Part) =>
+        part.type === 'input_file'
+          ? { type: 'input_text', text: inputFileText(part as InputFilePart) }
+          : part,
+      )
+    : content;
+  const hasImage = parts.some((p) => p.type === 'input_image');
+  if (!hasImage) return hasFile ? parts.map((part) => partsText([part])).join('\n\n') : partsText(parts);
+  return parts.map((part) =>
     part.type === 'input_image'
       ? {
           type: 'image_url',
@@ -77,6 +91,10 @@ export function contextToMessages(
           tool_call_id: String(record.call_id),
           content: typeof record.output === 'string' ? record.output : partsText(record.output),
         });
+        break;
+      case 'compaction':
+        // What came before it, summarised (POST /v1/responses/compact).
+        messages.push({ role: 'user', content: compactionMessage(record.encrypted_content) });
         break;
       default:
         // reasoning and anything else carries nothing the engine should see again
