@@ -2,6 +2,12 @@ import OpenAI from 'openai';
 import { ResponsesWS } from 'openai/resources/responses/ws';
 import { describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import {
+  type EventSocket,
+  HIGH_WATER_BYTES,
+  LOW_WATER_BYTES,
+  socketEventWriter,
+} from '../src/api/responses-socket.js';
 import type { Gateway } from '../src/gateway.js';
 import { sequence } from '../src/mock/generate.js';
 import { eventually, metric, perTest, post } from './helpers/gateway.js';
@@ -25,12 +31,14 @@ interface Message {
 /** A raw `ws` client of the gateway's /v1/responses, collecting every text message as sent. */
 class Client {
   readonly texts: string[] = [];
+  readonly messages: Message[] = [];
   private waiters: (() => void)[] = [];
   closed: { code: number; reason: string } | undefined;
 
   private constructor(readonly ws: WebSocket) {
     ws.on('message', (data) => {
       this.texts.push(String(data));
+      this.messages.push(JSON.parse(String(data)) as Message);
       for (const wake of this.waiters.splice(0)) wake();
     });
     ws.on('close', (code, reason) => {
@@ -47,10 +55,6 @@ class Client {
       ws.once('unexpected-response', (_req, res) => reject(new Error(`upgrade refused: ${res.statusCode}`)));
       ws.once('error', reject);
     });
-  }
-
-  get messages(): Message[] {
-    return this.texts.map((t) => JSON.parse(t) as Message);
   }
 
   send(event: Record<string, unknown>): void {
@@ -287,6 +291,10 @@ describe('Responses API over WebSocket', () => {
     const client = await Client.open(gateway, { authorization: `Bearer ${key}` });
     const ok = await client.turn({ model: 'mock-model', input: 'hi' });
     expect(ok.messages.at(-1)!.type).toBe('response.completed');
+    const notAllowed = await client.turn({ model: 'other-model', input: 'hi' });
+    expect(notAllowed.messages).toEqual([
+      { type: 'error', status: 403, error: expect.objectContaining({ code: 'model_not_allowed' }) },
+    ]);
     // The response belongs to the key: GET with it works, without it is refused.
     const id = ok.messages.at(-1)!.response!.id;
     expect((await fetch(`${gateway.url}/v1/responses/${id}`)).status).toBe(401);
@@ -376,5 +384,93 @@ describe('Responses API over WebSocket', () => {
     expect(pings).toBeGreaterThan(1);
     expect(live.closed).toBeUndefined();
     live.close();
+  });
+});
+
+describe('Responses WebSocket connections and the gateway lifecycle', () => {
+  const fx = perTest();
+
+  it('a graceful shutdown lets the response in flight finish, refuses new ones, then closes with 1001', async () => {
+    const workers = await fx.mocks(1, { tokensPerSecond: 100 });
+    const gateway = await fx.gateway({ workers: [{ url: workers[0]!.url }] });
+    const busy = await Client.open(gateway);
+    const idle = await Client.open(gateway);
+    busy.send({ model: 'mock-model', input: 'x', max_output_tokens: 20 });
+    await busy.until((m) => m.length > 2);
+    const stopping = gateway.shutdown(5_000);
+    // An idle connection is closed (1001) within 100 ms; a create it sends meanwhile is refused (503).
+    idle.send({ model: 'mock-model', input: 'y' });
+    await stopping;
+    expect(busy.messages.filter((m) => TERMINAL.has(m.type)).map((m) => m.type)).toEqual([
+      'response.incomplete',
+    ]);
+    await eventually(() => busy.closed !== undefined && idle.closed !== undefined);
+    expect(idle.closed).toEqual({ code: 1001, reason: 'gateway shutting down' });
+    expect(idle.messages.every((m) => m.type === 'error' && m.status === 503)).toBe(true);
+    expect(busy.closed).toEqual({ code: 1001, reason: 'gateway shutting down' });
+  });
+
+  it('a client that stops reading for a while still gets every event, in order', async () => {
+    const workers = await fx.mocks(1, { tokensPerSecond: 0 });
+    const gateway = await fx.gateway({ workers: [{ url: workers[0]!.url }], timeouts: { idleMs: 10_000 } });
+    const client = await Client.open(gateway);
+    const raw = (client.ws as unknown as { _socket: import('node:net').Socket })._socket;
+    client.send({ model: 'mock-model', input: 'x', max_output_tokens: 20_000 });
+    await client.until((m) => m.length > 0);
+    raw.pause();
+    // (Loopback kernel buffers may absorb this whole answer: the engine pausing is checked below.)
+    await new Promise((resolve) => setTimeout(resolve, 1_000));
+    raw.resume();
+    const all = await client.until((m) => TERMINAL.has(m.at(-1)!.type), 30_000);
+    expect(all.every((m, i) => m.sequence_number === i)).toBe(true);
+    const last = all.at(-1)!;
+    expect(last.type).toBe('response.incomplete');
+    expect(last.response!.output[0]!.content![0]!.text).toBe(sequence(20_000));
+    client.close();
+  }, 40_000);
+});
+
+describe('the WebSocket event writer', () => {
+  it('answers false past the high-water mark and resumes the engine once flushed below the low one', () => {
+    const flushed: (() => void)[] = [];
+    const socket = { readyState: 1, bufferedAmount: 0, sent: [] as string[] };
+    const fake: EventSocket = {
+      get readyState() {
+        return socket.readyState as 1;
+      },
+      get bufferedAmount() {
+        return socket.bufferedAmount;
+      },
+      send(data, callback) {
+        socket.sent.push(data);
+        socket.bufferedAmount += data.length;
+        flushed.push(() => {
+          socket.bufferedAmount -= data.length;
+          callback();
+        });
+      },
+    };
+    const writer = socketEventWriter(fake);
+    const chunk = 'x'.repeat(32 * 1024);
+    let writes = 0;
+    while (writer.write(chunk, 'response.output_text.delta')) writes++;
+    expect(writes).toBe(HIGH_WATER_BYTES / chunk.length - 1);
+    let resumed = 0;
+    writer.onDrain(() => resumed++);
+    // Flushing down to the low-water mark is not enough; below it the engine resumes, once.
+    while (socket.bufferedAmount - chunk.length >= LOW_WATER_BYTES) flushed.shift()!();
+    expect(resumed).toBe(0);
+    flushed.shift()!();
+    expect(resumed).toBe(1);
+    for (const flush of flushed.splice(0)) flush();
+    expect(resumed).toBe(1);
+    // A closed socket never holds the engine: writes are dropped, waiters released.
+    writer.onDrain(() => resumed++);
+    expect(resumed).toBe(2);
+    socket.readyState = 3;
+    expect(writer.write(chunk, 'response.completed')).toBe(true);
+    expect(socket.sent).toHaveLength(writes + 1);
+    writer.onDrain(() => resumed++);
+    expect(resumed).toBe(3);
   });
 });

@@ -17,8 +17,8 @@ import { MAX_JSON_DEPTH, nestedDeeperThan } from './server.js';
 /** `WebSocket.OPEN` (the `ws` module is only imported for its types here). */
 const OPEN = 1;
 /** Bytes queued on the socket past which the engine is paused, and below which it resumes. */
-const HIGH_WATER_BYTES = 256 * 1024;
-const LOW_WATER_BYTES = 64 * 1024;
+export const HIGH_WATER_BYTES = 256 * 1024;
+export const LOW_WATER_BYTES = 64 * 1024;
 /** Fields of an HTTP create body that a WebSocket `response.create` must not carry (Open Responses). */
 const HTTP_ONLY_FIELDS = ['stream', 'stream_options', 'background'] as const;
 /** Failed responses of a connection remembered, so that continuing one is refused with its cause. */
@@ -47,6 +47,7 @@ type ContextItem = InputItem | OutputItem;
 export class ResponsesSocket {
   private busy = false;
   private expired = false;
+  private draining = false;
   private closed = false;
   private alive = true;
   private count = 0;
@@ -54,7 +55,7 @@ export class ResponsesSocket {
   /** The whole context after each completed (or incomplete) response of this connection, oldest first. */
   private readonly cache = new Map<string, ContextItem[]>();
   private readonly failed = new Set<string>();
-  private readonly drainWaiters: (() => void)[] = [];
+  private readonly writer: SocketEventWriter;
   private pinger: NodeJS.Timeout | undefined;
   private limit: NodeJS.Timeout | undefined;
 
@@ -65,7 +66,9 @@ export class ResponsesSocket {
     private readonly reply: FastifyReply,
     private readonly forward: (headers: FastifyRequest['headers']) => Record<string, string>,
     private readonly options: ResponsesSocketOptions,
-  ) {}
+  ) {
+    this.writer = socketEventWriter(socket);
+  }
 
   start(): void {
     const socket = this.socket;
@@ -87,25 +90,6 @@ export class ResponsesSocket {
     this.pinger.unref();
     this.limit = setTimeout(() => this.expire(), this.options.maxConnectionMs);
     this.limit.unref();
-  }
-
-  /** Sends events of the running response; a socket with too much queued pauses the engine. */
-  private readonly writer: EventWriter = {
-    write: (json) => {
-      if (this.socket.readyState !== OPEN) return true;
-      this.socket.send(json, () => this.wakeDrained());
-      return this.socket.bufferedAmount < HIGH_WATER_BYTES;
-    },
-    onDrain: (resume) => {
-      this.drainWaiters.push(resume);
-      this.wakeDrained();
-    },
-  };
-
-  private wakeDrained(): void {
-    if (this.drainWaiters.length === 0) return;
-    if (this.socket.readyState === OPEN && this.socket.bufferedAmount >= LOW_WATER_BYTES) return;
-    for (const resume of this.drainWaiters.splice(0)) resume();
   }
 
   private onMessage(data: RawData, isBinary: boolean): void {
@@ -140,6 +124,7 @@ export class ResponsesSocket {
       this.busy = false;
       this.controller = undefined;
       if (this.expired) this.endForLimit();
+      else if (this.draining) this.drain();
     });
   }
 
@@ -296,6 +281,17 @@ export class ResponsesSocket {
     );
   }
 
+  /** The gateway is shutting down: close now when idle, else right after the response in flight ends. */
+  drain(): void {
+    this.draining = true;
+    if (this.busy || this.closed) return;
+    this.closed = true;
+    this.socket.close(1001, 'gateway shutting down');
+  }
+
+  /** Called once the connection has closed. */
+  onClosed: (() => void) | undefined;
+
   private expire(): void {
     this.expired = true;
     // A response in flight ends first; the connection closes right after its terminal event.
@@ -323,8 +319,47 @@ export class ResponsesSocket {
     this.cache.clear();
     // A client that goes away aborts its response's engine request, as on SSE.
     this.controller?.abort(new ClientDisconnected());
-    for (const resume of this.drainWaiters.splice(0)) resume();
+    this.writer.release();
+    this.onClosed?.();
   }
+}
+
+/** What the event writer needs of a WebSocket. */
+export type EventSocket = Pick<WebSocket, 'readyState' | 'bufferedAmount'> & {
+  send(data: string, callback: (err?: Error) => void): void;
+};
+
+export interface SocketEventWriter extends EventWriter {
+  /** Resumes whoever waits for room (the socket closed). */
+  release(): void;
+}
+
+/**
+ * Sends a run's events as text messages. Past `HIGH_WATER_BYTES` queued on the socket, `write`
+ * answers false and the run pauses the engine; it resumes once the queue is below
+ * `LOW_WATER_BYTES` (checked as each message is flushed) or the socket is gone.
+ */
+export function socketEventWriter(socket: EventSocket): SocketEventWriter {
+  const waiters: (() => void)[] = [];
+  const wake = (): void => {
+    if (waiters.length === 0) return;
+    if (socket.readyState === OPEN && socket.bufferedAmount >= LOW_WATER_BYTES) return;
+    for (const resume of waiters.splice(0)) resume();
+  };
+  return {
+    write(json) {
+      if (socket.readyState !== OPEN) return true;
+      socket.send(json, wake);
+      return socket.bufferedAmount < HIGH_WATER_BYTES;
+    },
+    onDrain(resume) {
+      waiters.push(resume);
+      wake();
+    },
+    release() {
+      for (const resume of waiters.splice(0)) resume();
+    },
+  };
 }
 
 function rawText(data: RawData): string {
