@@ -75,6 +75,26 @@ describe('input_file content parts', () => {
     ]);
   });
 
+  it('reads files in developer messages and function call outputs too', async () => {
+    const file = {
+      type: 'input_file',
+      filename: 'rules.md',
+      file_data: dataUrl('text/markdown', '# be kind'),
+    };
+    const res = await post(`${gateway.url}/v1/responses`, {
+      model: 'mock-model',
+      input: [
+        { role: 'developer', content: [file] },
+        { type: 'function_call', call_id: 'c1', name: 'read', arguments: '{}' },
+        { type: 'function_call_output', call_id: 'c1', output: [file] },
+      ],
+    });
+    expect(res.status).toBe(200);
+    const text = '--- file: rules.md (text/markdown) ---\n# be kind\n--- end of file: rules.md ---';
+    expect(last()[0]).toEqual({ role: 'system', content: text });
+    expect(last()[2]).toEqual({ role: 'tool', tool_call_id: 'c1', content: text });
+  });
+
   it('refuses PDFs, other binary types and non-UTF-8 text with a 400 naming the media type', async () => {
     const requests = worker.stats.requests;
     const pdf = await send([

@@ -338,6 +338,36 @@ describe('Responses API over WebSocket', () => {
     client.close();
   });
 
+  it('mid-stream resume works as on SSE (X-Sluice-Resume on the upgrade request)', async () => {
+    const workers = await fx.mocks(2, { tokensPerSecond: 0 });
+    workers[0]!.setFault('reset_after:3');
+    const gateway = await fx.gateway({
+      workers: workers.map((w, i) => ({ url: w.url, id: `w${i}` })),
+      routing: { policy: 'round_robin' },
+    });
+    const client = await Client.open(gateway, { 'x-sluice-resume': 'on' });
+    let last: Message | undefined;
+    let resumed = 0;
+    // Round robin: whichever turn lands on w0 breaks there and is resumed on w1.
+    for (let i = 0; i < 2; i++) {
+      const { messages, texts } = await client.turn({
+        model: 'mock-model',
+        input: 'x',
+        max_output_tokens: 10,
+      });
+      last = messages.at(-1)!;
+      expect(last.type).toBe('response.incomplete');
+      expect(last.response!.output[0]!.content![0]!.text).toBe(sequence(10));
+      const stored = await (await fetch(`${gateway.url}/v1/responses/${last.response!.id}`)).text();
+      expect(stored).toBe(responseText(texts.at(-1)!));
+      const metadata = (last.response as unknown as { metadata: Record<string, string> }).metadata;
+      if (metadata.sluice_resumes === '1') resumed++;
+    }
+    expect(resumed).toBeGreaterThanOrEqual(1);
+    expect(workers[0]!.stats.requests).toBe(resumed);
+    client.close();
+  });
+
   it('a client that closes mid-stream aborts the engine, counted as a client disconnect', async () => {
     const { worker, gateway } = await setup({}, 50);
     const client = await Client.open(gateway);

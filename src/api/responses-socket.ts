@@ -95,7 +95,9 @@ export class ResponsesSocket {
   private onMessage(data: RawData, isBinary: boolean): void {
     if (this.closed) return;
     if (this.expired) {
-      this.endForLimit();
+      // The connection ends once the response in flight has: nothing new starts.
+      if (this.busy) this.sendError(this.limitError());
+      else this.endForLimit();
       return;
     }
     let event: unknown;
@@ -173,7 +175,8 @@ export class ResponsesSocket {
       const parsed = validateBody(createResponseSchema, body);
       const trace = observer.trace;
       trace?.request(parsed.model, body);
-      const caller = callerOf(this.request);
+      // The key this request came with owns what it makes, and may only continue what it owns.
+      const caller = grant?.key.id ?? callerOf(this.request);
       const context = await this.contextOf(parsed, caller);
       const hashHeader = this.request.headers[ctx.config.routing.hashHeader];
       const prepared = await ctx.responses.prepare({
@@ -190,7 +193,7 @@ export class ResponsesSocket {
         signal: controller.signal,
         receivedAt: performance.now(),
         trace,
-        caller: grant?.key.id ?? caller,
+        caller,
         context,
       });
       trace?.response({ id: prepared.response.id, model: prepared.response.model });
@@ -298,16 +301,18 @@ export class ResponsesSocket {
     if (!this.busy) this.endForLimit();
   }
 
+  private limitError(): InvalidRequest {
+    const minutes = Math.round((this.options.maxConnectionMs / 60_000) * 100) / 100;
+    return new InvalidRequest(
+      `This WebSocket connection reached its time limit (${minutes} minutes): open a new connection. Responses stored with store=true can be continued from it with previous_response_id; store=false ones lived only on this connection.`,
+      null,
+      CONNECTION_LIMIT_CLOSE.reason,
+    );
+  }
+
   private endForLimit(): void {
     if (this.closed || this.socket.readyState !== OPEN) return;
-    const minutes = Math.round((this.options.maxConnectionMs / 60_000) * 100) / 100;
-    this.sendError(
-      new InvalidRequest(
-        `This WebSocket connection reached its time limit (${minutes} minutes): open a new connection. Responses stored with store=true can be continued from it with previous_response_id; store=false ones lived only on this connection.`,
-        null,
-        CONNECTION_LIMIT_CLOSE.reason,
-      ),
-    );
+    this.sendError(this.limitError());
     this.socket.close(CONNECTION_LIMIT_CLOSE.code, CONNECTION_LIMIT_CLOSE.reason);
     this.closed = true;
   }
