@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Server, ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
+import fastifyWebsocket from '@fastify/websocket';
 import Fastify, {
   type FastifyBaseLogger,
   type FastifyInstance,
@@ -22,6 +23,8 @@ import { messagesRoutes } from './routes/messages.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { modelRoutes } from './routes/models.js';
 import { responseRoutes } from './routes/responses.js';
+import { responseCompactRoutes } from './routes/responses-compact.js';
+import { responseWebSocketRoutes } from './routes/responses-websocket.js';
 
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
@@ -52,6 +55,8 @@ function keepHalfClosedClients(server: Server): void {
           // The response in progress on this connection (node:http's own field).
           const res = (socket as { _httpMessage?: ServerResponse })._httpMessage;
           if (!res || res.headersSent || res.destroyed || socket.destroyed) return;
+          // An upgraded (WebSocket) connection speaks its own protocol now.
+          if (res.req.headers.upgrade !== undefined) return;
           if (res.req.httpVersionMajor !== 1 || res.req.httpVersionMinor < 1) return;
           res.writeProcessing();
         };
@@ -165,9 +170,19 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
     }
     done();
   });
+  // WebSocket mode of /v1/responses; on close, connections end with 1001 (going away: clients reconnect).
+  app.register(fastifyWebsocket, {
+    options: { maxPayload: ctx.config.server.bodyLimitBytes },
+    preClose(done) {
+      for (const client of this.websocketServer.clients) client.close(1001, 'gateway shutting down');
+      done();
+    },
+  });
   app.register(generationRoutes(ctx));
   app.register(responseRoutes(ctx));
   app.register(messagesRoutes(ctx));
+  app.register(responseWebSocketRoutes(ctx));
+  app.register(responseCompactRoutes(ctx));
   app.register(conversationRoutes(ctx));
   app.register(modelRoutes(ctx));
   app.register(healthRoutes(ctx));

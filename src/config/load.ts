@@ -59,6 +59,7 @@ const ENV_PATHS: Record<string, { path: string[]; kind: 'string' | 'number' | 'b
   SLUICE_REPLICA_LEASE_MS: { path: ['responses', 'leaseMs'], kind: 'number' },
   SLUICE_ORPHAN_SWEEP_MS: { path: ['responses', 'sweepIntervalMs'], kind: 'number' },
   SLUICE_FOLLOW_POLL_MS: { path: ['responses', 'followPollMs'], kind: 'number' },
+  SLUICE_WS_MAX_CONNECTION_MS: { path: ['responses', 'websocket', 'maxConnectionMs'], kind: 'number' },
   SLUICE_REDIS_URL: { path: ['redis', 'url'], kind: 'string' },
   SLUICE_ADMIN_KEY: { path: ['auth', 'adminKey'], kind: 'string' },
   SLUICE_TRACING_ENABLED: { path: ['tracing', 'enabled'], kind: 'boolean' },

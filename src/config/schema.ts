@@ -218,6 +218,17 @@ export const configSchema = z.strictObject({
       sweepIntervalMs: positiveInt.default(5_000),
       /** How often `GET /v1/responses/{id}?stream=true` reads the store for a response run by another process. */
       followPollMs: positiveInt.default(250),
+      /** WebSocket mode of `/v1/responses` (the Open Responses `x-openresponses-websocket` extension). */
+      websocket: z
+        .strictObject({
+          /** A connection lasts at most this long, then ends with `websocket_connection_limit_reached`. */
+          maxConnectionMs: positiveInt.default(3_600_000),
+          /** How often the gateway pings; a peer that has not answered the previous ping is closed. */
+          pingIntervalMs: positiveInt.default(30_000),
+          /** Responses of a connection kept in memory for `previous_response_id` (store: false too). */
+          cachedResponses: positiveInt.default(16),
+        })
+        .prefault({}),
     })
     .prefault({})
     .refine((r) => r.leaseMs > r.heartbeatMs, {

@@ -31,6 +31,8 @@ export function normaliseInput(input: string | readonly InputItemRequest[]): Inp
         return { ...item, id: item.id ?? newId('fc'), status: item.status ?? 'completed' };
       case 'function_call_output':
         return { ...item, id: item.id ?? newId('fco'), status: item.status ?? 'completed' };
+      case 'compaction':
+        return { ...item, id: item.id ?? newId('cmp') };
       default:
         return { ...item, id: item.id ?? newId('rs') };
     }

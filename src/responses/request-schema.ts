@@ -14,7 +14,15 @@ const imagePart = z.looseObject({
   detail: opt(z.string()),
 });
 const refusalPart = z.looseObject({ type: z.literal('refusal'), refusal: z.string() });
-const contentPart = z.discriminatedUnion('type', [textPart, imagePart, refusalPart]);
+/** A file: inline `file_data` (a data URL) with its `filename`; see input-files.ts for what is accepted. */
+const filePart = z.looseObject({
+  type: z.literal('input_file'),
+  file_data: opt(z.string()),
+  file_id: opt(z.string()),
+  file_url: opt(z.string()),
+  filename: opt(z.string()),
+});
+const contentPart = z.discriminatedUnion('type', [textPart, imagePart, refusalPart, filePart]);
 
 export const messageItemSchema = z.looseObject({
   type: z.literal('message'),
@@ -48,6 +56,13 @@ export const reasoningItemSchema = z.looseObject({
   content: opt(z.array(z.unknown())),
 });
 
+/** A compaction item from `POST /v1/responses/compact` (see compaction.ts). */
+export const compactionItemSchema = z.looseObject({
+  type: z.literal('compaction'),
+  id: opt(z.string()),
+  encrypted_content: z.string().min(1),
+});
+
 /** An input item; a bare `{role, content}` is a message (OpenAI's "easy input message"). */
 export const inputItemSchema = z.preprocess(
   (value) =>
@@ -59,6 +74,7 @@ export const inputItemSchema = z.preprocess(
     functionCallItemSchema,
     functionCallOutputItemSchema,
     reasoningItemSchema,
+    compactionItemSchema,
   ]),
 );
 export type InputItemRequest = z.output<typeof inputItemSchema>;

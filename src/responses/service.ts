@@ -7,7 +7,7 @@ import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import type { RequestTrace } from '../observability/tracing.js';
 import type { ResponseEnding, Store, StoredResponse } from '../storage/types.js';
-import { resolveContext } from './context.js';
+import { type ResolvedContext, resolveContext } from './context.js';
 import { newId } from './ids.js';
 import { normaliseInput } from './input-items.js';
 import type { OrphanSweeper } from './orphan-sweeper.js';
@@ -37,6 +37,8 @@ export interface CreateCall {
   trace?: RequestTrace | undefined;
   /** The calling API key: it owns the response, and may only build on what it owns. */
   caller: Caller;
+  /** What came before, already resolved (a WebSocket connection's own cache); else read from the store. */
+  context?: ResolvedContext | undefined;
 }
 
 export interface Terminal {
@@ -98,7 +100,7 @@ export class ResponsesService {
         'store',
         'invalid_value',
       );
-    const context = await resolveContext(this.store, request, call.caller);
+    const context = call.context ?? (await resolveContext(this.store, request, call.caller));
     const input = normaliseInput(request.input);
     const messages = contextToMessages(request.instructions, [...context.history, ...input]);
     const response = baseResponse(request, context.previousResponseId, context.conversationId, store);

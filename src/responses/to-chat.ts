@@ -1,3 +1,5 @@
+import { compactionMessage } from './compaction.js';
+import { type InputFilePart, inputFileText } from './input-files.js';
 import type { CreateResponseRequest } from './request-schema.js';
 import type { InputItem, OutputItem } from './types.js';
 
@@ -21,12 +23,27 @@ function partsText(content: unknown): string {
     .join('');
 }
 
-/** User content keeps images as chat `image_url` parts; text-only content becomes a plain string. */
+/** Content with its `input_file` parts read as text parts (input-files.ts). */
+function filesAsText(content: unknown): unknown {
+  if (!Array.isArray(content) || !content.some((p: { type?: unknown }) => p.type === 'input_file'))
+    return content;
+  return content.map((part: { type?: unknown }) =>
+    part.type === 'input_file' ? { type: 'input_text', text: inputFileText(part as InputFilePart) } : part,
+  );
+}
+
+/**
+ * User content keeps images as chat `image_url` parts; text-only content becomes a plain string.
+ * Files become text (input-files.ts), set apart from the text around them by blank lines.
+ */
 function userContent(content: unknown): string | unknown[] {
   if (!Array.isArray(content)) return partsText(content);
-  const hasImage = content.some((p: { type?: unknown }) => p.type === 'input_image');
-  if (!hasImage) return partsText(content);
-  return content.map((part: { type?: unknown; text?: unknown; image_url?: unknown; detail?: unknown }) =>
+  type Part = { type?: unknown; text?: unknown; image_url?: unknown; detail?: unknown };
+  const hasFile = content.some((p: Part) => p.type === 'input_file');
+  const parts = filesAsText(content) as Part[];
+  const hasImage = parts.some((p) => p.type === 'input_image');
+  if (!hasImage) return hasFile ? parts.map((part) => partsText([part])).join('\n\n') : partsText(parts);
+  return parts.map((part) =>
     part.type === 'input_image'
       ? {
           type: 'image_url',
@@ -52,9 +69,10 @@ export function contextToMessages(
     switch (item.type) {
       case 'message': {
         const role = record.role as string;
-        if (role === 'assistant') messages.push({ role: 'assistant', content: partsText(record.content) });
+        if (role === 'assistant')
+          messages.push({ role: 'assistant', content: partsText(filesAsText(record.content)) });
         else if (role === 'system' || role === 'developer')
-          messages.push({ role: 'system', content: partsText(record.content) });
+          messages.push({ role: 'system', content: partsText(filesAsText(record.content)) });
         else messages.push({ role: 'user', content: userContent(record.content) });
         break;
       }
@@ -75,8 +93,12 @@ export function contextToMessages(
         messages.push({
           role: 'tool',
           tool_call_id: String(record.call_id),
-          content: typeof record.output === 'string' ? record.output : partsText(record.output),
+          content: typeof record.output === 'string' ? record.output : partsText(filesAsText(record.output)),
         });
+        break;
+      case 'compaction':
+        // What came before it, summarised (POST /v1/responses/compact).
+        messages.push({ role: 'user', content: compactionMessage(record.encrypted_content) });
         break;
       default:
         // reasoning and anything else carries nothing the engine should see again

@@ -1,0 +1,407 @@
+import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { RawData, WebSocket } from 'ws';
+import type { SluiceError } from '../errors/base.js';
+import { ClientDisconnected, Conflict, GatewayShuttingDown, InvalidRequest } from '../errors/http-errors.js';
+import { type ResolvedContext, resolveContext } from '../responses/context.js';
+import { createResponseSchema } from '../responses/request-schema.js';
+import type { EventWriter } from '../responses/response-run.js';
+import type { InputItem, OutputItem } from '../responses/types.js';
+import { callerOf } from './caller.js';
+import type { GatewayContext } from './context.js';
+import { toSluiceError } from './error-handler.js';
+import { RequestObserver } from './request-observer.js';
+import { parseResumeHeader } from './routes/generation.js';
+import { validateBody } from './schemas/validate.js';
+import { MAX_JSON_DEPTH, nestedDeeperThan } from './server.js';
+
+/** `WebSocket.OPEN` (the `ws` module is only imported for its types here). */
+const OPEN = 1;
+/** Bytes queued on the socket past which the engine is paused, and below which it resumes. */
+export const HIGH_WATER_BYTES = 256 * 1024;
+export const LOW_WATER_BYTES = 64 * 1024;
+/** Fields of an HTTP create body that a WebSocket `response.create` must not carry (Open Responses). */
+const HTTP_ONLY_FIELDS = ['stream', 'stream_options', 'background'] as const;
+/** Failed responses of a connection remembered, so that continuing one is refused with its cause. */
+const FAILED_KEPT = 64;
+
+/** Close code and reason when a connection reaches its age limit (1001: going away; clients reconnect). */
+export const CONNECTION_LIMIT_CLOSE = { code: 1001, reason: 'websocket_connection_limit_reached' } as const;
+
+export interface ResponsesSocketOptions {
+  maxConnectionMs: number;
+  pingIntervalMs: number;
+  cachedResponses: number;
+}
+
+type ContextItem = InputItem | OutputItem;
+
+/**
+ * One WebSocket connection on `/v1/responses` (the Open Responses `x-openresponses-websocket`
+ * extension): each `response.create` message runs one response through the same machinery as
+ * an SSE stream (same events, same terminal rule, same storage and metrics), its events sent as
+ * JSON text messages. One response at a time; `previous_response_id` continues from the
+ * connection's own responses (kept in memory, `store: false` ones too) or from the store; errors
+ * are `{"type":"error","status":N,"error":{...}}` messages. The connection is pinged, and ends
+ * after `maxConnectionMs`.
+ */
+export class ResponsesSocket {
+  private busy = false;
+  private expired = false;
+  private draining = false;
+  private closed = false;
+  private alive = true;
+  private count = 0;
+  private controller: AbortController | undefined;
+  /** The whole context after each completed (or incomplete) response of this connection, oldest first. */
+  private readonly cache = new Map<string, ContextItem[]>();
+  private readonly failed = new Set<string>();
+  private readonly writer: SocketEventWriter;
+  private pinger: NodeJS.Timeout | undefined;
+  private limit: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly ctx: GatewayContext,
+    private readonly socket: WebSocket,
+    private readonly request: FastifyRequest,
+    private readonly reply: FastifyReply,
+    private readonly forward: (headers: FastifyRequest['headers']) => Record<string, string>,
+    private readonly options: ResponsesSocketOptions,
+  ) {
+    this.writer = socketEventWriter(socket);
+  }
+
+  start(): void {
+    const socket = this.socket;
+    socket.on('message', (data: RawData, isBinary: boolean) => this.onMessage(data, isBinary));
+    socket.on('pong', () => {
+      this.alive = true;
+    });
+    socket.on('close', () => this.onClose());
+    this.pinger = setInterval(() => {
+      if (!this.alive) {
+        // No pong since the last ping: the peer is gone (its response, if any, is aborted on close).
+        this.ctx.log.info({ requestId: this.request.id }, 'websocket peer did not answer a ping: closing');
+        socket.terminate();
+        return;
+      }
+      this.alive = false;
+      socket.ping();
+    }, this.options.pingIntervalMs);
+    this.pinger.unref();
+    this.limit = setTimeout(() => this.expire(), this.options.maxConnectionMs);
+    this.limit.unref();
+  }
+
+  private onMessage(data: RawData, isBinary: boolean): void {
+    if (this.closed) return;
+    if (this.expired) {
+      // The connection ends once the response in flight has: nothing new starts.
+      if (this.busy) this.sendError(this.limitError());
+      else this.endForLimit();
+      return;
+    }
+    let event: unknown;
+    try {
+      if (isBinary) {
+        throw new InvalidRequest(
+          'Binary messages are not supported: send each event as a JSON text message.',
+          null,
+          'invalid_message',
+        );
+      }
+      event = parseEvent(rawText(data));
+      if (this.busy) {
+        throw new Conflict(
+          'A response is already in progress on this connection: wait for its terminal event before sending another response.create (one response at a time per connection).',
+          'response_in_progress',
+        );
+      }
+      if (this.ctx.lifecycle.draining) throw new GatewayShuttingDown();
+    } catch (err) {
+      this.sendError(toSluiceError(err, this.ctx.config.server.bodyLimitBytes));
+      return;
+    }
+    this.busy = true;
+    void this.create(event as Record<string, unknown>).finally(() => {
+      this.busy = false;
+      this.controller = undefined;
+      if (this.expired) this.endForLimit();
+      else if (this.draining) this.drain();
+    });
+  }
+
+  /** Runs one `response.create` to its terminal event (or to an error message). */
+  private async create(event: Record<string, unknown>): Promise<void> {
+    const ctx = this.ctx;
+    const { type: _type, ...body } = event;
+    const requestId = `${this.request.id}-${++this.count}`;
+    const previous = typeof body.previous_response_id === 'string' ? body.previous_response_id : undefined;
+    const observer = new RequestObserver(ctx.metrics, ctx.log, 'responses', requestId);
+    const controller = new AbortController();
+    this.controller = controller;
+    if (ctx.tracing) {
+      observer.trace = ctx.tracing.startRequest({
+        api: 'responses',
+        route: '/v1/responses',
+        requestId,
+        headers: this.request.headers,
+        receivedAt: performance.now(),
+      });
+    }
+    try {
+      observer.model = body.model;
+      for (const field of HTTP_ONLY_FIELDS) {
+        if (field in body) {
+          throw new InvalidRequest(
+            `'${field}' cannot be sent in a WebSocket response.create: every response is streamed as messages, and background mode is not available over WebSocket.`,
+            field,
+            'unsupported_parameter',
+          );
+        }
+      }
+      if (body.generate === false) {
+        throw new InvalidRequest(
+          'generate: false (a warm-up without generation) is not supported by this gateway.',
+          'generate',
+          'unsupported_parameter',
+        );
+      }
+      const grant = await ctx.access.admit(
+        this.request,
+        this.reply,
+        typeof body.model === 'string' ? body.model : undefined,
+        true,
+      );
+      const parsed = validateBody(createResponseSchema, body);
+      const trace = observer.trace;
+      trace?.request(parsed.model, body);
+      // The key this request came with owns what it makes, and may only continue what it owns.
+      const caller = grant?.key.id ?? callerOf(this.request);
+      const context = await this.contextOf(parsed, caller);
+      const hashHeader = this.request.headers[ctx.config.routing.hashHeader];
+      const prepared = await ctx.responses.prepare({
+        request: parsed,
+        requestId,
+        wantsText: ctx.router.wantsText(parsed.model),
+        hashKey: typeof hashHeader === 'string' ? hashHeader : undefined,
+        resume: parseResumeHeader(this.request.headers['x-sluice-resume']),
+        onUsage: (usage) => {
+          trace?.usage(usage);
+          void ctx.access.recordUsage(grant, usage);
+        },
+        headers: this.forward(this.request.headers),
+        signal: controller.signal,
+        receivedAt: performance.now(),
+        trace,
+        caller,
+        context,
+      });
+      trace?.response({ id: prepared.response.id, model: prepared.response.model });
+      const opened = await ctx.responses.open(prepared);
+      observer.worker = opened.attempt.worker.id;
+      observer.upstreamRequestId = opened.attempt.requestId;
+      const run = ctx.responses.newRun(prepared);
+      run.addWriter(this.writer);
+      observer.firstByte();
+      const terminal = await ctx.responses.runForeground(prepared, run, opened, controller.signal);
+      const id = prepared.response.id;
+      if (terminal.status === 'completed' || terminal.status === 'incomplete') {
+        this.remember(id, [...context.history, ...prepared.input, ...run.response.output]);
+      } else {
+        this.rememberFailed(id);
+        if (previous) this.cache.delete(previous);
+        if (terminal.status === 'failed' && trace) {
+          const code = (JSON.parse(terminal.json) as { error?: { code?: unknown } }).error?.code;
+          if (typeof code === 'string') trace.failed(code);
+        }
+      }
+      if (controller.signal.aborted) observer.finish(499, 'client_gone');
+      else observer.finish(200, terminal.status);
+    } catch (err) {
+      const error = toSluiceError(err, ctx.config.server.bodyLimitBytes);
+      // A continuation that fails evicts what it continued from (Open Responses WebSocket rules).
+      if (previous) this.cache.delete(previous);
+      if (error instanceof ClientDisconnected) {
+        ctx.metrics.clientGone('responses', observer.model);
+        observer.finish(499, 'client_gone');
+        return;
+      }
+      observer.finish(error.status, 'error', { code: error.code });
+      this.sendError(error);
+    }
+  }
+
+  /** What a request continues from: this connection's own responses first, then the store. */
+  private async contextOf(
+    request: ReturnType<typeof createResponseSchema.parse>,
+    caller: string | null,
+  ): Promise<ResolvedContext> {
+    const previous = request.previous_response_id;
+    if (previous && this.failed.has(previous)) {
+      throw new InvalidRequest(
+        `Response '${previous}' failed and cannot be continued: continue from an earlier response or send the whole input.`,
+        'previous_response_id',
+        'previous_response_failed',
+      );
+    }
+    const cached = previous ? this.cache.get(previous) : undefined;
+    if (!previous || !cached) return resolveContext(this.ctx.store, request, caller);
+    if (request.conversation) {
+      throw new InvalidRequest(
+        'previous_response_id and conversation cannot be used together.',
+        'previous_response_id',
+        'invalid_value',
+      );
+    }
+    // The most recently used entries are kept longest.
+    this.cache.delete(previous);
+    this.cache.set(previous, cached);
+    return { history: cached, previousResponseId: previous, conversationId: null };
+  }
+
+  private remember(id: string, items: ContextItem[]): void {
+    this.cache.set(id, items);
+    while (this.cache.size > this.options.cachedResponses) {
+      const oldest = this.cache.keys().next().value as string;
+      this.cache.delete(oldest);
+    }
+  }
+
+  private rememberFailed(id: string): void {
+    this.failed.add(id);
+    if (this.failed.size > FAILED_KEPT) this.failed.delete(this.failed.values().next().value as string);
+  }
+
+  private sendError(error: SluiceError): void {
+    if (this.socket.readyState !== OPEN) return;
+    const body = error.toBody().error;
+    this.socket.send(
+      JSON.stringify({
+        type: 'error',
+        status: error.status,
+        error: { ...body, code: body.code ?? error.code },
+      }),
+    );
+  }
+
+  /** The gateway is shutting down: close now when idle, else right after the response in flight ends. */
+  drain(): void {
+    this.draining = true;
+    if (this.busy || this.closed) return;
+    this.closed = true;
+    this.socket.close(1001, 'gateway shutting down');
+  }
+
+  /** Called once the connection has closed. */
+  onClosed: (() => void) | undefined;
+
+  private expire(): void {
+    this.expired = true;
+    // A response in flight ends first; the connection closes right after its terminal event.
+    if (!this.busy) this.endForLimit();
+  }
+
+  private limitError(): InvalidRequest {
+    const minutes = Math.round((this.options.maxConnectionMs / 60_000) * 100) / 100;
+    return new InvalidRequest(
+      `This WebSocket connection reached its time limit (${minutes} minutes): open a new connection. Responses stored with store=true can be continued from it with previous_response_id; store=false ones lived only on this connection.`,
+      null,
+      CONNECTION_LIMIT_CLOSE.reason,
+    );
+  }
+
+  private endForLimit(): void {
+    if (this.closed || this.socket.readyState !== OPEN) return;
+    this.sendError(this.limitError());
+    this.socket.close(CONNECTION_LIMIT_CLOSE.code, CONNECTION_LIMIT_CLOSE.reason);
+    this.closed = true;
+  }
+
+  private onClose(): void {
+    this.closed = true;
+    clearInterval(this.pinger);
+    clearTimeout(this.limit);
+    this.cache.clear();
+    // A client that goes away aborts its response's engine request, as on SSE.
+    this.controller?.abort(new ClientDisconnected());
+    this.writer.release();
+    this.onClosed?.();
+  }
+}
+
+/** What the event writer needs of a WebSocket. */
+export type EventSocket = Pick<WebSocket, 'readyState' | 'bufferedAmount'> & {
+  send(data: string, callback: (err?: Error) => void): void;
+};
+
+export interface SocketEventWriter extends EventWriter {
+  /** Resumes whoever waits for room (the socket closed). */
+  release(): void;
+}
+
+/**
+ * Sends a run's events as text messages. Past `HIGH_WATER_BYTES` queued on the socket, `write`
+ * answers false and the run pauses the engine; it resumes once the queue is below
+ * `LOW_WATER_BYTES` (checked as each message is flushed) or the socket is gone.
+ */
+export function socketEventWriter(socket: EventSocket): SocketEventWriter {
+  const waiters: (() => void)[] = [];
+  const wake = (): void => {
+    if (waiters.length === 0) return;
+    if (socket.readyState === OPEN && socket.bufferedAmount >= LOW_WATER_BYTES) return;
+    for (const resume of waiters.splice(0)) resume();
+  };
+  return {
+    write(json) {
+      if (socket.readyState !== OPEN) return true;
+      socket.send(json, wake);
+      return socket.bufferedAmount < HIGH_WATER_BYTES;
+    },
+    onDrain(resume) {
+      waiters.push(resume);
+      wake();
+    },
+    release() {
+      for (const resume of waiters.splice(0)) resume();
+    },
+  };
+}
+
+function rawText(data: RawData): string {
+  if (Buffer.isBuffer(data)) return data.toString('utf8');
+  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
+  return Buffer.from(data).toString('utf8');
+}
+
+/** A client message: a JSON object whose `type` is `response.create`. */
+function parseEvent(text: string): Record<string, unknown> {
+  let event: unknown;
+  try {
+    event = JSON.parse(text);
+  } catch (err) {
+    throw new InvalidRequest(
+      `The message is not valid JSON: ${(err as Error).message}`,
+      null,
+      'invalid_json',
+    );
+  }
+  if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
+    throw new InvalidRequest(
+      `The message is not valid JSON: it is nested more than ${MAX_JSON_DEPTH} levels deep.`,
+      null,
+      'invalid_json',
+    );
+  }
+  if (typeof event !== 'object' || event === null || Array.isArray(event)) {
+    throw new InvalidRequest('A message must be a JSON object with a type.', 'type', 'invalid_message');
+  }
+  const type = (event as { type?: unknown }).type;
+  if (type !== 'response.create') {
+    throw new InvalidRequest(
+      `Unknown client event type ${JSON.stringify(type ?? null)}: the only one is 'response.create'.`,
+      'type',
+      'unknown_event_type',
+    );
+  }
+  return event as Record<string, unknown>;
+}

@@ -1,0 +1,59 @@
+import type { FastifyInstance } from 'fastify';
+import { ClientDisconnected, GatewayShuttingDown } from '../../errors/http-errors.js';
+import { compactConversation, compactRequestSchema } from '../../responses/compaction.js';
+import type { GatewayContext } from '../context.js';
+import { toSluiceError } from '../error-handler.js';
+import { headerForwarder } from '../forwarded-headers.js';
+import { RequestObserver } from '../request-observer.js';
+import { validateBody } from '../schemas/validate.js';
+
+/** `POST /v1/responses/compact` (Open Responses): see responses/compaction.ts. */
+export function responseCompactRoutes(ctx: GatewayContext) {
+  const forward = headerForwarder(ctx.config.server.forwardHeaders);
+  return async (app: FastifyInstance): Promise<void> => {
+    app.post('/v1/responses/compact', async (request, reply) => {
+      const observer = new RequestObserver(ctx.metrics, ctx.log, 'responses_compact', request.id);
+      const controller = new AbortController();
+      reply.raw.once('close', () => {
+        if (!reply.raw.writableFinished) controller.abort(new ClientDisconnected());
+      });
+      try {
+        if (ctx.lifecycle.draining) throw new GatewayShuttingDown();
+        const raw = request.body as { model?: unknown } | undefined;
+        observer.model = raw?.model;
+        const grant = await ctx.access.admit(
+          request,
+          reply,
+          typeof raw?.model === 'string' ? raw.model : undefined,
+          true,
+        );
+        const body = validateBody(compactRequestSchema, request.body);
+        const compacted = await compactConversation(ctx.dispatcher, ctx.store, {
+          request: body,
+          requestId: request.id,
+          headers: forward(request.headers),
+          signal: controller.signal,
+          receivedAt: performance.now(),
+          caller: grant?.key.id ?? null,
+        });
+        void ctx.access.recordUsage(grant, {
+          prompt_tokens: compacted.usage.input_tokens,
+          completion_tokens: compacted.usage.output_tokens,
+        });
+        observer.finish(200, 'compacted');
+        reply.header('x-request-id', request.id).send(compacted);
+      } catch (err) {
+        const error = toSluiceError(err, ctx.config.server.bodyLimitBytes);
+        if (error instanceof ClientDisconnected) {
+          ctx.metrics.clientGone('responses', observer.model);
+          observer.finish(499, 'client_gone');
+          if (!reply.sent) reply.hijack();
+          reply.raw.destroy();
+          return;
+        }
+        observer.finish(error.status, 'error', { code: error.code });
+        throw error;
+      }
+    });
+  };
+}
