@@ -163,10 +163,13 @@ describe('circuit breaker', () => {
       workers: workers.map((w) => ({ url: w.url })),
     });
     const bad = new URL(workers[0]!.url).host;
-    // The bad worker's breaker reads an injected clock: the cooldown passes when the test says so.
+    // The bad worker's breakers read an injected clock: the cooldown passes when the test says so.
+    // An engine 5xx counts against the worker's circuit for the model (see test/breaker.test.ts).
     let now = 1_000_000;
-    const breaker = gateway.context.registry.get(bad)!.breaker as unknown as { now: () => number };
-    breaker.now = () => now;
+    const worker = gateway.context.registry.get(bad)!;
+    for (const breaker of [worker.breaker, worker.modelBreaker('mock-model')]) {
+      (breaker as unknown as { now: () => number }).now = () => now;
+    }
     const chat = () => post(`${gateway.url}/v1/chat/completions`, chatBody({ max_tokens: 1 }));
     const state = () => metric(gateway.url, 'sluice_worker_circuit_state', { worker: bad });
     const transitions = (to: string) =>
