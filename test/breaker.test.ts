@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import { Gateway } from '../src/gateway.js';
 import { CircuitBreaker } from '../src/workers/circuit-breaker.js';
-import { metric, perTest, post, sseData } from './helpers/gateway.js';
+import { metric, metricOrZero, perTest, post, sseData } from './helpers/gateway.js';
 
 const stream = (model: string) => ({
   model,
@@ -78,11 +78,11 @@ describe('circuit breaker: per worker and model, capped, with panic mode', () =>
       expect(ending(panic.text)).toBe('[DONE]');
       // Five failures opened the circuit: the sixth faulty request and this one went in panic mode.
       expect(await metric(url, 'sluice_breaker_panic_total', { model: 'model-a' })).toBe(2);
-      expect(await metric(url, 'sluice_breaker_panic_total', { model: 'model-b' })).toBe(0);
+      expect(await metricOrZero(url, 'sluice_breaker_panic_total', { model: 'model-b' })).toBe(0);
       expect(lines.some((l) => l.model === 'model-a' && String(l.msg).includes('panic mode'))).toBe(true);
       // Its success closed model A's circuit again.
       expect(
-        await metric(url, 'sluice_worker_model_circuit_state', { worker: 'only', model: 'model-a' }),
+        await metricOrZero(url, 'sluice_worker_model_circuit_state', { worker: 'only', model: 'model-a' }),
       ).toBe(0);
       expect(
         await metric(url, 'sluice_circuit_transitions_total', {
@@ -91,7 +91,7 @@ describe('circuit breaker: per worker and model, capped, with panic mode', () =>
           state: 'open',
         }),
       ).toBe(1);
-      expect(await metric(url, 'sluice_admission_rejections_total')).toBe(0);
+      expect(await metricOrZero(url, 'sluice_admission_rejections_total')).toBe(0);
     } finally {
       await gateway.close();
     }
@@ -125,13 +125,13 @@ describe('circuit breaker: per worker and model, capped, with panic mode', () =>
     expect(statuses.every((s) => s === 200)).toBe(true);
     expect(workers[1]!.stats.requests).toBe(servedBefore + 5);
     expect(
-      await metric(url, 'sluice_worker_model_circuit_state', { worker: 'w1', model: 'mock-model' }),
+      await metricOrZero(url, 'sluice_worker_model_circuit_state', { worker: 'w1', model: 'mock-model' }),
     ).toBe(0);
     expect(
       await metric(url, 'sluice_breaker_ejections_refused_total', { worker: 'w1', model: 'mock-model' }),
     ).toBe(1);
-    expect(await metric(url, 'sluice_breaker_panic_total')).toBe(0);
-    expect(await metric(url, 'sluice_admission_rejections_total')).toBe(0);
+    expect(await metricOrZero(url, 'sluice_breaker_panic_total')).toBe(0);
+    expect(await metricOrZero(url, 'sluice_admission_rejections_total')).toBe(0);
   });
 
   it('connection-level failures are the worker\u2019s own: its circuit opens for every model, then a probe closes it', () => {

@@ -11,7 +11,15 @@ import type { MockWorker } from '../src/mock/mock-worker.js';
 import type { ParsedChunk } from '../src/streams/chat-stream-tracker.js';
 import type { EngineStreamSink } from '../src/streams/engine-stream.js';
 import { EVIL_MODEL, type EvilEngine, startEvilEngine } from './helpers/evil-engine.js';
-import { eventually, metric, perTest, post, startGateway, startMocks } from './helpers/gateway.js';
+import {
+  eventually,
+  metric,
+  metricOrZero,
+  perTest,
+  post,
+  startGateway,
+  startMocks,
+} from './helpers/gateway.js';
 
 /**
  * Stream integrity on the Messages API: every fault after the first byte ends the stream with
@@ -120,7 +128,7 @@ describe('a Messages stream never just stops', () => {
   for (const c of CASES) {
     it(`${c.fault} ends with content_block_stop and one ${c.code} error event`, async () => {
       const labels = { api: 'messages', model: 'mock-model', reason: c.reason };
-      const before = await metric(gateway.url, 'sluice_stream_failures_total', labels);
+      const before = await metricOrZero(gateway.url, 'sluice_stream_failures_total', labels);
       const requestsBefore = totals();
       const abortedBefore = aborted();
       const res = await post(`${gateway.url}/v1/messages`, body, { 'x-mock-fault': c.fault });
@@ -290,7 +298,7 @@ describe('failover and resume on the Messages API', () => {
     expect(
       await metric(gateway.url, 'sluice_stream_resumes_total', { model: 'mock-model', outcome: 'resumed' }),
     ).toBe(1);
-    expect(await metric(gateway.url, 'sluice_stream_failures_total', { api: 'messages' })).toBe(0);
+    expect(await metricOrZero(gateway.url, 'sluice_stream_failures_total', { api: 'messages' })).toBe(0);
     // The SDK reads a resumed stream as one message.
     workers[1]!.setFault('reset_after:4');
     workers[0]!.setFault(undefined);

@@ -15,7 +15,15 @@ import {
 import { toStopReason } from '../src/messages/stop-reason.js';
 import { sequence } from '../src/mock/generate.js';
 import type { MockWorker } from '../src/mock/mock-worker.js';
-import { eventually, metric, perTest, post, startGateway, startMocks } from './helpers/gateway.js';
+import {
+  eventually,
+  metric,
+  metricOrZero,
+  perTest,
+  post,
+  startGateway,
+  startMocks,
+} from './helpers/gateway.js';
 
 /** Anthropic's Messages API in front of the mock worker, driven by the official SDK. */
 
@@ -413,7 +421,10 @@ describe('POST /v1/messages', () => {
   });
 
   it('requests are counted and timed under route="messages"', async () => {
-    const before = await metric(gateway.url, 'sluice_requests_total', { route: 'messages', status: '200' });
+    const before = await metricOrZero(gateway.url, 'sluice_requests_total', {
+      route: 'messages',
+      status: '200',
+    });
     await client.messages.create({
       model: 'mock-model',
       max_tokens: 1,

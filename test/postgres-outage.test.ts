@@ -8,7 +8,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway.js';
 import { POSTGRES_URL } from './helpers/backends.js';
 import { startCli } from './helpers/cli.js';
-import { eventually, metric, perTest, post } from './helpers/gateway.js';
+import { eventually, metric, metricOrZero, perTest, post } from './helpers/gateway.js';
 import { chatStream, type ResponseEvent, responseEvents } from './helpers/response-events.js';
 import { startTcpProxy, type TcpProxy } from './helpers/tcp-proxy.js';
 
@@ -114,7 +114,7 @@ describe('PostgreSQL unreachable mid-run', () => {
     const id = last.event.response!.id;
     expect((await stored(gateway, id))?.status).toBe('completed');
     await eventually(async () => (await stored(gateway, backgroundId))?.status === 'completed', 10_000);
-    expect(await metric(gateway.url, 'sluice_store_write_failures_total')).toBe(0);
+    expect(await metricOrZero(gateway.url, 'sluice_store_write_failures_total')).toBe(0);
 
     // The pool recovered: a new stored response goes through.
     const after = (await post(`${gateway.url}/v1/responses`, { model: 'mock-model', input: 'y' })).json() as {
