@@ -1,6 +1,7 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Agent, fetch as undiciFetch } from 'undici';
 
 /** A tool an MCP server lists, as the gateway offers it to the engine. */
 export interface McpTool {
@@ -23,6 +24,7 @@ const CLIENT_INFO = { name: 'sluice', version: '0.1.0' };
 export class McpConnection {
   private constructor(
     private readonly client: Client,
+    private readonly agent: Agent,
     readonly url: string,
   ) {}
 
@@ -33,36 +35,45 @@ export class McpConnection {
     signal: AbortSignal,
   ): Promise<McpConnection> {
     const requestInit: RequestInit = { headers, redirect: 'error' };
+    // Its own connection pool: closing the connection destroys its sockets, which is what tells a
+    // server that a call in flight was abandoned (an aborted fetch may hold its socket until the next byte).
+    const agent = new Agent({ connections: 4 });
+    const fetch = agentFetch(agent, headers);
     const streamable = new Client(CLIENT_INFO);
     try {
       await withTimeout(
-        streamable.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit }), {
+        streamable.connect(new StreamableHTTPClientTransport(new URL(url), { requestInit, fetch }), {
           timeout: timeoutMs,
           signal,
         }),
         timeoutMs,
         signal,
       );
-      return new McpConnection(streamable, url);
+      return new McpConnection(streamable, agent, url);
     } catch (first) {
       await streamable.close().catch(() => {});
-      if (signal.aborted) throw first;
+      if (signal.aborted) {
+        void agent.destroy().catch(() => {});
+        throw first;
+      }
       const sse = new Client(CLIENT_INFO);
       try {
         await withTimeout(
           sse.connect(
             new SSEClientTransport(new URL(url), {
               requestInit,
-              eventSourceInit: { fetch: headerFetch(headers) },
+              fetch,
+              eventSourceInit: { fetch },
             }),
             { timeout: timeoutMs, signal },
           ),
           timeoutMs,
           signal,
         );
-        return new McpConnection(sse, url);
+        return new McpConnection(sse, agent, url);
       } catch {
         await sse.close().catch(() => {});
+        void agent.destroy().catch(() => {});
         throw first;
       }
     }
@@ -117,7 +128,11 @@ export class McpConnection {
   }
 
   async close(): Promise<void> {
-    await withTimeout(this.client.close(), 2_000, new AbortController().signal).catch(() => {});
+    // Sockets first: a call in flight is abandoned at once, whatever the transport's close does.
+    await Promise.allSettled([
+      this.agent.destroy(),
+      withTimeout(this.client.close(), 2_000, new AbortController().signal),
+    ]);
   }
 }
 
@@ -144,13 +159,21 @@ export function describe(err: unknown): string {
   return message.replace(/\s+/g, ' ').slice(0, 500) || 'The MCP server failed.';
 }
 
-/** The SSE transport's GET stream takes its headers from a fetch wrapper. */
-function headerFetch(headers: Record<string, string>) {
-  return (url: string | URL, init?: RequestInit) => {
+/**
+ * The fetch of one connection: through its own agent, with the request's headers on every
+ * request (the SSE transport's GET stream does not take `requestInit`), never following redirects.
+ */
+function agentFetch(agent: Agent, headers: Record<string, string>): typeof fetch {
+  return ((url: string | URL, init?: RequestInit) => {
     const merged = new Headers(init?.headers);
     for (const [name, value] of Object.entries(headers)) merged.set(name, value);
-    return fetch(url, { ...init, headers: merged, redirect: 'error' });
-  };
+    return undiciFetch(url, {
+      ...(init as Parameters<typeof undiciFetch>[1]),
+      headers: Object.fromEntries(merged),
+      redirect: 'error',
+      dispatcher: agent,
+    });
+  }) as unknown as typeof fetch;
 }
 
 export class McpTimeout extends Error {
