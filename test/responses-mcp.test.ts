@@ -1,6 +1,8 @@
 import { connect } from 'node:net';
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
+import { loadConfig } from '../src/config/load.js';
+import { McpAllowlist } from '../src/mcp/allowlist.js';
 import { sequence } from '../src/mock/generate.js';
 import { eventually, metric, perTest, post } from './helpers/gateway.js';
 import { type McpBehaviour, startMcpServer, type TestMcpServer } from './helpers/mcp-servers.js';
@@ -404,5 +406,49 @@ describe('Responses API: the MCP tool loop', () => {
     await eventually(
       async () => (await metric(gateway.url, 'sluice_client_disconnects_total', { api: 'responses' })) === 1,
     );
+  });
+
+  it('mid-stream resume resumes the turn that broke and never makes a completed MCP call again', async () => {
+    const echo = await mcp('answer');
+    const workers = await fx.mocks(2);
+    const gateway = await fx.gateway({
+      workers: workers.map((w) => ({ url: w.url })),
+      resume: { enabled: true, maxAttempts: 2 },
+      mcp: { allowedServers: ['http://127.0.0.1:*/mcp'] },
+    });
+    const res = await post(
+      `${gateway.url}/v1/responses`,
+      { model: 'mock-model', input: 'resume me', stream: true, tools: [tool(echo, 'echoer')] },
+      script([{ name: 'echo', arguments: { text: 'once' } }, { fault: 'reset_after:3' }]),
+    );
+    const events = parseEvents(res.text);
+    const last = events.at(-1)!;
+    expect(last.name).toBe('response.completed');
+    expect(events.map((e) => e.event.sequence_number)).toEqual(events.map((_, i) => i));
+    const response = last.event.response as { id: string; output: Item[]; metadata: Record<string, string> };
+    expect(response.output.map((i) => i.type)).toEqual(['mcp_list_tools', 'mcp_call', 'message']);
+    // The 3 tokens shown before the reset, then the continuation's 16 (no max_output_tokens): one text.
+    expect((response.output[2]!.content as { text: string }[])[0]!.text).toBe(sequence(19));
+    expect(response.metadata.sluice_resumes).toBe('1');
+    expect(echo.calls).toHaveLength(1);
+    expect(workers[0]!.stats.requests + workers[1]!.stats.requests).toBe(3);
+    expect(await stored(gateway.url, response.id)).toBe(terminalText(last.data));
+  });
+
+  it('the allowlist patterns, and SLUICE_MCP_ALLOWED_SERVERS', () => {
+    const list = new McpAllowlist(['http://127.0.0.1:*/mcp', 'https://*.tools.example.com/*']);
+    expect(list.allows('http://127.0.0.1:4567/mcp')).toBe(true);
+    expect(list.allows('https://a.tools.example.com/v1/mcp')).toBe(true);
+    expect(list.allows('https://tools.example.com/mcp')).toBe(false);
+    expect(list.allows('https://evil.example.org/?x=.tools.example.com/')).toBe(false);
+    expect(list.allows('http://user:pw@127.0.0.1:1/mcp')).toBe(false);
+    expect(list.allows('file:///etc/passwd')).toBe(false);
+    expect(new McpAllowlist([]).allows('http://127.0.0.1:1/mcp')).toBe(false);
+    const config = loadConfig(
+      {},
+      { SLUICE_MCP_ALLOWED_SERVERS: 'http://127.0.0.1:*/mcp, https://*.tools.example.com/*' },
+    );
+    expect(config.mcp.allowedServers).toEqual(['http://127.0.0.1:*/mcp', 'https://*.tools.example.com/*']);
+    expect(config.mcp).toMatchObject({ maxToolCalls: 16, callTimeoutMs: 30_000, totalTimeoutMs: 300_000 });
   });
 });

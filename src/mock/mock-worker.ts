@@ -195,7 +195,8 @@ interface ScriptStep {
  * step 0 answers the first request, step 1 the request that carries the first tool result, ...
  * A step with `name` calls that function with `arguments` (a JSON value, or a string sent as
  * is) when `tools` offers it, and answers in text otherwise; a step without `name`, or past the
- * end of the script, answers in text. A step's `fault` applies to its request (as `x-mock-fault`).
+ * end of the script, answers in text. A step's `fault` applies to its request (as `x-mock-fault`),
+ * not to a continuation of it (`continue_final_message`, mid-stream resume).
  */
 function scriptStepOf(req: IncomingMessage, body: GenerationRequest): ScriptStep | undefined {
   const raw = header(req, 'x-mock-tool-script');
@@ -372,7 +373,10 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
       if (err instanceof BadRequest) return sendError(res, 400, err.message);
       throw err;
     }
-    const faultHeader = typeof step?.fault === 'string' ? step.fault : header(req, 'x-mock-fault');
+    // A step's fault is for its own request, not for the continuation that resumes it.
+    const stepFault =
+      typeof step?.fault === 'string' && body.continue_final_message !== true ? step.fault : undefined;
+    const faultHeader = stepFault ?? header(req, 'x-mock-fault');
     let faults: Faults;
     try {
       faults = faultHeader === undefined ? workerFaults : parseFault(faultHeader);

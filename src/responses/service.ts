@@ -138,7 +138,7 @@ export class ResponsesService {
       resume: (dispatchRequest, body = chatBody) =>
         this.dispatcher.resumePlan(dispatchRequest, body, call.resume),
       onUsage: call.onUsage,
-      mcp: mcp ? { session: mcp, messages } : undefined,
+      mcp: mcp ? { session: mcp, messages, turns: [] } : undefined,
     };
   }
 
@@ -156,20 +156,27 @@ export class ResponsesService {
       {
         dispatch: () => prepared.dispatch,
         open: (dispatch) => this.dispatcher.openStream(dispatch),
-        streamOf: (dispatch, body, opened) => new ResumableStream(opened, prepared.resume(dispatch, body)),
+        streamOf: (dispatch, body, opened) => {
+          const stream = new ResumableStream(opened, prepared.resume(dispatch, body));
+          prepared.mcp?.turns.push(stream);
+          return stream;
+        },
       },
       [...prepared.mcp.messages],
     );
   }
 
   /** Notes in the response's metadata that its stream was resumed, and on which workers. */
-  private noteResumes(run: ResponseRun, stream: ResumableStream): void {
-    if (stream.resumes === 0) return;
+  private noteResumes(run: ResponseRun, first: ResumableStream, prepared: PreparedResponse): void {
+    // Every engine turn of an MCP tool loop counts.
+    const streams = [first, ...(prepared.mcp?.turns ?? [])];
+    const resumes = streams.reduce((sum, stream) => sum + stream.resumes, 0);
+    if (resumes === 0) return;
     // Workers as clients may see them (never host:port; none when `server.exposeWorker` is off).
-    const workers = stream.clientWorkers;
+    const workers = streams.filter((stream) => stream.resumes > 0).flatMap((stream) => stream.clientWorkers);
     run.response.metadata = {
       ...run.response.metadata,
-      sluice_resumes: String(stream.resumes),
+      sluice_resumes: String(resumes),
       ...(workers.length > 0 ? { sluice_workers: workers.join(',') } : {}),
     };
   }
@@ -195,7 +202,7 @@ export class ResponsesService {
     if (signal.aborted) run.abandon();
     const end = await following;
     signal.removeEventListener('abort', onGone);
-    this.noteResumes(run, stream);
+    this.noteResumes(run, stream, prepared);
     this.count(prepared, end);
     return this.finish(prepared, run, end, 'insert');
   }
@@ -259,7 +266,7 @@ export class ResponsesService {
       }, PROGRESS_INTERVAL_MS);
       const stream = this.streamOf(prepared, opened);
       end = await this.follow(prepared, run, stream);
-      this.noteResumes(run, stream);
+      this.noteResumes(run, stream, prepared);
     } catch (err) {
       end = controller.signal.aborted
         ? { kind: 'cancelled' }
@@ -477,7 +484,7 @@ export interface PreparedResponse {
   /** How the stream may be resumed mid-stream (undefined: it may not). */
   resume: (dispatch: DispatchRequest, body?: Record<string, unknown>) => ResumePlan | undefined;
   /** The MCP tool loop of the response (its MCP servers, and the chat messages of its first turn). */
-  mcp?: { session: McpSession; messages: ChatMessage[] } | undefined;
+  mcp?: { session: McpSession; messages: ChatMessage[]; turns: ResumableStream[] } | undefined;
   onUsage: CreateCall['onUsage'];
 }
 
