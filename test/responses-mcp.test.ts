@@ -208,37 +208,91 @@ describe('Responses API: the MCP tool loop', () => {
     expect(await stored(gateway.url, response.id)).toBe(terminalText(last.data));
   });
 
-  it('an engine fault in the second turn: response.failed with the first turn items kept, stored as sent, counted once', async () => {
+  it.each([
+    ['an error frame', 'error_frame_after:3'],
+    ['a reset', 'reset_after:3'],
+    ['a stall', 'stall_after:3'],
+  ])(
+    'an engine fault in the second turn (%s): response.failed with the first turn items kept, stored as sent, counted once',
+    async (_, fault) => {
+      const echo = await mcp('answer');
+      const workers = await fx.mocks(1);
+      const gateway = await fx.gateway({
+        workers: [{ url: workers[0]!.url }],
+        timeouts: { idleMs: 300 },
+        mcp: { allowedServers: ['http://127.0.0.1:*/mcp'] },
+      });
+      const before = await metric(gateway.url, 'sluice_stream_failures_total', { api: 'responses' });
+      const res = await post(
+        `${gateway.url}/v1/responses`,
+        { model: 'mock-model', input: 'fail later', stream: true, tools: [tool(echo, 'echoer')] },
+        script([{ name: 'echo', arguments: { text: 'x' } }, { fault }]),
+      );
+      const events = parseEvents(res.text);
+      expect(events.map((e) => e.event.sequence_number)).toEqual(events.map((_, i) => i));
+      const last = events.at(-1)!;
+      expect(last.name).toBe('response.failed');
+      expect(events.filter((e) => /^response\.(completed|failed|incomplete)$/.test(e.name))).toHaveLength(1);
+      const response = last.event.response as {
+        id: string;
+        status: string;
+        error: { code: string };
+        output: Item[];
+      };
+      expect(response.status).toBe('failed');
+      expect(response.error.code).toBeTruthy();
+      expect(response.output.map((i) => [i.type, i.status])).toEqual([
+        ['mcp_list_tools', 'completed'],
+        ['mcp_call', 'completed'],
+        ['message', 'incomplete'],
+      ]);
+      expect(response.output[1]).toMatchObject({ output: 'echo: x' });
+      expect((response.output[2]!.content as { text: string }[])[0]!.text).toBe(sequence(3));
+      expect(await stored(gateway.url, response.id)).toBe(terminalText(last.data));
+      // The stored events are the events sent.
+      const replay = await (await fetch(`${gateway.url}/v1/responses/${response.id}?stream=true`)).text();
+      expect(parseEvents(replay).map((e) => e.data)).toEqual(events.map((e) => e.data));
+      await eventually(
+        async () =>
+          (await metric(gateway.url, 'sluice_stream_failures_total', { api: 'responses' })) === before + 1,
+      );
+      expect(echo.calls).toHaveLength(1);
+    },
+  );
+
+  it('an API key: its model limits apply, and the tokens of every turn count toward its usage', async () => {
     const echo = await mcp('answer');
-    const { gateway } = await setup();
-    const before = await metric(gateway.url, 'sluice_stream_failures_total', { api: 'responses' });
-    const res = await post(
-      `${gateway.url}/v1/responses`,
-      { model: 'mock-model', input: 'fail later', stream: true, tools: [tool(echo, 'echoer')] },
-      script([{ name: 'echo', arguments: { text: 'x' } }, { fault: 'error_frame_after:3' }]),
-    );
-    const events = parseEvents(res.text);
-    expect(events.map((e) => e.event.sequence_number)).toEqual(events.map((_, i) => i));
-    const last = events.at(-1)!;
-    expect(last.name).toBe('response.failed');
-    expect(events.filter((e) => /^response\.(completed|failed|incomplete)$/.test(e.name))).toHaveLength(1);
-    const response = last.event.response as {
-      id: string;
-      status: string;
-      error: { code: string };
-      output: Item[];
-    };
-    expect(response.status).toBe('failed');
-    expect(response.error.code).toBeTruthy();
-    expect(response.output.map((i) => [i.type, i.status])).toEqual([
-      ['mcp_list_tools', 'completed'],
-      ['mcp_call', 'completed'],
-      ['message', 'incomplete'],
-    ]);
-    expect(response.output[1]).toMatchObject({ output: 'echo: x' });
-    expect((response.output[2]!.content as { text: string }[])[0]!.text).toBe(sequence(3));
-    expect(await stored(gateway.url, response.id)).toBe(terminalText(last.data));
-    expect(await metric(gateway.url, 'sluice_stream_failures_total', { api: 'responses' })).toBe(before + 1);
+    const workers = await fx.mocks(1, { models: ['mock-model', 'other-model'] });
+    const ADMIN = 'admin-key-for-tests-0123456789';
+    const gateway = await fx.gateway({
+      auth: { adminKey: ADMIN },
+      workers: [{ url: workers[0]!.url }],
+      mcp: { allowedServers: ['http://127.0.0.1:*/mcp'] },
+    });
+    const admin = (path: string, init: RequestInit = {}) =>
+      fetch(`${gateway.url}/admin${path}`, {
+        ...init,
+        headers: { 'content-type': 'application/json', authorization: `Bearer ${ADMIN}` },
+      });
+    const created = (await (
+      await admin('/keys', { method: 'POST', body: JSON.stringify({ name: 'mcp', models: ['mock-model'] }) })
+    ).json()) as { id: string; key: string };
+    const auth = { authorization: `Bearer ${created.key}` };
+    const body = { model: 'mock-model', input: 'count me', tools: [tool(echo, 'echoer')] };
+    const res = await post(`${gateway.url}/v1/responses`, body, {
+      ...auth,
+      ...script([{ name: 'echo', arguments: { text: 'hi' } }]),
+    });
+    expect(res.status).toBe(200);
+    const response = res.json() as { usage: { input_tokens: number; output_tokens: number } };
+    expect(response.usage.output_tokens).toBe(21);
+    await eventually(async () => {
+      const usage = (await (await admin(`/keys/${created.id}/usage`)).json()) as Record<string, number>;
+      return usage.completion_tokens === 21 && usage.prompt_tokens === response.usage.input_tokens;
+    });
+    const refused = await post(`${gateway.url}/v1/responses`, { ...body, model: 'other-model' }, auth);
+    expect(refused.status).toBe(403);
+    expect(echo.calls).toHaveLength(1);
   });
 
   it('the allowlist: an unlisted server URL is a 400 naming the setting; none is allowed by default; a server that cannot list is a 424', async () => {
