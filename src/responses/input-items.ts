@@ -32,7 +32,7 @@ export function normaliseInput(input: string | readonly InputItemRequest[]): Inp
       case 'function_call_output':
         return { ...item, id: item.id ?? newId('fco'), status: item.status ?? 'completed' };
       default:
-        return { ...item, id: item.id ?? newId('rs') };
+        return { ...item, id: item.id ?? newId(item.type === 'reasoning' ? 'rs' : 'item') };
     }
   });
 }
