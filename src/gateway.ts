@@ -93,7 +93,7 @@ export class Gateway {
       responses: new ResponsesService(dispatcher, store, metrics, log, {
         replicaId: this.lease?.id,
         orphans: this.orphans,
-        mcp: new McpTools(config.mcp),
+        mcp: new McpTools(config.mcp, log),
       }),
       conversations: new ConversationsService(store),
       tracing: Tracing.fromConfig(config, log),

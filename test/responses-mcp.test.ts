@@ -5,7 +5,12 @@ import { loadConfig } from '../src/config/load.js';
 import { McpAllowlist } from '../src/mcp/allowlist.js';
 import { sequence } from '../src/mock/generate.js';
 import { eventually, metric, perTest, post } from './helpers/gateway.js';
-import { type McpBehaviour, startMcpServer, type TestMcpServer } from './helpers/mcp-servers.js';
+import {
+  type McpBehaviour,
+  startMcpServer,
+  startSseMcpServer,
+  type TestMcpServer,
+} from './helpers/mcp-servers.js';
 
 /**
  * The MCP tool loop of the Responses API, against real MCP servers (the official SDK's McpServer
@@ -162,6 +167,29 @@ describe('Responses API: the MCP tool loop', () => {
     expect(terminal.output.map((i) => i.type)).toEqual(['mcp_list_tools', 'mcp_call', 'message']);
     expect(terminal.output[1]).toMatchObject({ output: 'echo: streamed', status: 'completed' });
     expect(await stored(gateway.url, terminal.id)).toBe(JSON.stringify(terminal));
+  });
+
+  it('a server that speaks only the older HTTP+SSE transport: the client falls back to it', async () => {
+    const old = await startSseMcpServer();
+    servers.push(old);
+    const { gateway } = await setup({ allowedServers: ['http://127.0.0.1:*/sse'] });
+    const res = await post(
+      `${gateway.url}/v1/responses`,
+      {
+        model: 'mock-model',
+        input: 'old school',
+        tools: [tool(old, 'legacy', { headers: { 'x-api-key': 'k-123' } })],
+      },
+      script([{ name: 'echo', arguments: { text: 'sse' } }]),
+    );
+    expect(res.status).toBe(200);
+    const response = res.json() as { output: Item[] };
+    expect(response.output.map((i) => i.type)).toEqual(['mcp_list_tools', 'mcp_call', 'message']);
+    expect(response.output[1]).toMatchObject({ output: 'echo: sse', status: 'completed' });
+    expect(old.calls).toEqual([{ text: 'sse' }]);
+    // The request's headers reached the event stream and the message posts alike.
+    expect(old.headers.length).toBeGreaterThan(1);
+    expect(old.headers.every((h) => h['x-api-key'] === 'k-123')).toBe(true);
   });
 
   it('a server that errors, one that dies mid-call and one that is too slow: mcp_call errors, the engine is told, the loop goes on', async () => {

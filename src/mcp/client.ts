@@ -1,6 +1,9 @@
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { SSEClientTransport } from '@modelcontextprotocol/sdk/client/sse.js';
-import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import {
+  StreamableHTTPClientTransport,
+  StreamableHTTPError,
+} from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { Agent, fetch as undiciFetch } from 'undici';
 
 /** A tool an MCP server lists, as the gateway offers it to the engine. */
@@ -52,7 +55,14 @@ export class McpConnection {
       return new McpConnection(streamable, agent, url);
     } catch (first) {
       await streamable.close().catch(() => {});
-      if (signal.aborted) {
+      // The older HTTP+SSE transport only for a server that answered Streamable HTTP with a 4xx
+      // (the MCP specification's backwards compatibility); never after a timeout or a refusal.
+      const old =
+        first instanceof StreamableHTTPError &&
+        first.code !== undefined &&
+        first.code >= 400 &&
+        first.code < 500;
+      if (signal.aborted || !old) {
         void agent.destroy().catch(() => {});
         throw first;
       }

@@ -6,6 +6,7 @@ import { StreamError } from '../errors/stream-errors.js';
 import { McpAllowlist } from '../mcp/allowlist.js';
 import { describe, type McpCallResult, McpConnection, type McpTool } from '../mcp/client.js';
 import { McpToolCache } from '../mcp/tool-cache.js';
+import type { Logger } from '../observability/logger.js';
 import { newId } from './ids.js';
 import type { CreateResponseRequest, McpToolRequest } from './request-schema.js';
 import type { ResponseBuilder, ToolCallRouter } from './response-builder.js';
@@ -62,7 +63,10 @@ export class McpTools {
   private readonly allowlist: McpAllowlist;
   private readonly cache: McpToolCache;
 
-  constructor(readonly settings: McpSettings) {
+  constructor(
+    readonly settings: McpSettings,
+    private readonly log?: Logger | undefined,
+  ) {
     this.allowlist = new McpAllowlist(settings.allowedServers);
     this.cache = new McpToolCache(settings.toolCacheMs);
   }
@@ -119,6 +123,11 @@ export class McpTools {
             tools = await connection.listTools(timeout, signal);
           } catch (err) {
             if (signal.aborted) throw new ClientDisconnected();
+            // Never the headers; the server by its label and origin only.
+            this.log?.warn(
+              { serverLabel: def.server_label, origin: originOf(def.server_url), reason: describe(err) },
+              'MCP server could not list its tools',
+            );
             throw new InvalidRequest(
               `Could not list the tools of MCP server '${def.server_label}': ${describe(err)}`,
               'tools',
@@ -143,11 +152,21 @@ export class McpTools {
     const session = new McpSession(
       servers,
       this.settings,
+      this.log,
       Math.min(request.max_tool_calls ?? Number.POSITIVE_INFINITY, this.settings.maxToolCalls),
       (request.tools ?? []).filter((t) => t.type === 'function').map((t) => String(t.name)),
     );
     await session.answerApprovals(answers, [...history, ...input], signal);
     return session;
+  }
+}
+
+/** A URL's origin, for logs (its path and query may carry secrets). */
+function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return '(invalid)';
   }
 }
 
@@ -187,6 +206,7 @@ export class McpSession implements ToolCallRouter {
   constructor(
     private readonly servers: Server[],
     private readonly settings: McpSettings,
+    private readonly log: Logger | undefined,
     private readonly maxCalls: number,
     functionNames: readonly string[],
   ) {
@@ -390,7 +410,18 @@ export class McpSession implements ToolCallRouter {
       }
       connections.set(found.label, connection);
     }
+    const started = performance.now();
     const result = await connection.call(item.name, args as Record<string, unknown>, timeout, signal);
+    this.log?.debug(
+      {
+        serverLabel: found.label,
+        origin: originOf(found.url),
+        tool: item.name,
+        ok: result.error === undefined,
+        ms: Math.round(performance.now() - started),
+      },
+      'MCP tool call',
+    );
     if (result.error !== undefined) {
       // The next call connects again (the server may have dropped the connection).
       connections.delete(found.label);

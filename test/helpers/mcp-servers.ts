@@ -108,3 +108,68 @@ export async function startMcpServer(behaviour: McpBehaviour, slowMs = 5_000): P
     });
   return state;
 }
+
+/**
+ * An MCP server that speaks only the older HTTP+SSE transport (the SDK's SSEServerTransport):
+ * `GET /sse` opens the event stream, `POST /messages?sessionId=` carries the client's messages,
+ * and a Streamable HTTP POST to `/sse` is a 405. Its one tool is `echo`.
+ */
+export async function startSseMcpServer(): Promise<TestMcpServer> {
+  const { SSEServerTransport } = await import('@modelcontextprotocol/sdk/server/sse.js');
+  const transports = new Map<string, InstanceType<typeof SSEServerTransport>>();
+  const sockets = new Set<Socket>();
+  const state: TestMcpServer = {
+    url: '',
+    tool: 'echo',
+    calls: [],
+    aborted: 0,
+    headers: [],
+    close: async () => {},
+  };
+  const http: Server = createServer((req, res) => {
+    state.headers.push({ ...req.headers });
+    const url = new URL(req.url ?? '/', 'http://127.0.0.1');
+    if (req.method === 'GET' && url.pathname === '/sse') {
+      const transport = new SSEServerTransport('/messages', res);
+      transports.set(transport.sessionId, transport);
+      const server = new McpServer({ name: 'test-sse', version: '1.0.0' });
+      server.registerTool(
+        'echo',
+        { description: 'The echo tool', inputSchema: { text: z.string() } },
+        async ({ text }): Promise<CallToolResult> => {
+          state.calls.push({ text });
+          return { content: [{ type: 'text', text: `echo: ${text}` }] };
+        },
+      );
+      res.on('close', () => {
+        transports.delete(transport.sessionId);
+        void server.close();
+      });
+      void server.connect(transport);
+      return;
+    }
+    if (req.method === 'POST' && url.pathname === '/messages') {
+      const transport = transports.get(url.searchParams.get('sessionId') ?? '');
+      if (!transport) {
+        res.writeHead(404).end();
+        return;
+      }
+      void transport.handlePostMessage(req, res);
+      return;
+    }
+    res.writeHead(405, { allow: 'GET' }).end();
+  });
+  http.on('connection', (socket) => {
+    sockets.add(socket);
+    socket.on('close', () => sockets.delete(socket));
+  });
+  await new Promise<void>((resolve) => http.listen(0, '127.0.0.1', resolve));
+  const { port } = http.address() as AddressInfo;
+  state.url = `http://127.0.0.1:${port}/sse`;
+  state.close = () =>
+    new Promise<void>((resolve) => {
+      for (const socket of sockets) socket.destroy();
+      http.close(() => resolve());
+    });
+  return state;
+}
