@@ -14,6 +14,7 @@ import { createLogger, type Logger } from './observability/logger.js';
 import { GatewayMetrics } from './observability/metrics.js';
 import { Tracing } from './observability/tracing.js';
 import { ConversationsService } from './responses/conversations.js';
+import { McpTools } from './responses/mcp-loop.js';
 import { OrphanSweeper } from './responses/orphan-sweeper.js';
 import { ResponsesService } from './responses/service.js';
 import { createStore } from './storage/index.js';
@@ -92,6 +93,7 @@ export class Gateway {
       responses: new ResponsesService(dispatcher, store, metrics, log, {
         replicaId: this.lease?.id,
         orphans: this.orphans,
+        mcp: new McpTools(config.mcp, log),
       }),
       conversations: new ConversationsService(store),
       tracing: Tracing.fromConfig(config, log),

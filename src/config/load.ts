@@ -32,7 +32,10 @@ export interface ConfigFlags {
 }
 
 /** Environment variables and the config path each one sets. */
-const ENV_PATHS: Record<string, { path: string[]; kind: 'string' | 'number' | 'boolean' | 'list' }> = {
+const ENV_PATHS: Record<
+  string,
+  { path: string[]; kind: 'string' | 'number' | 'boolean' | 'list' | 'strings' }
+> = {
   SLUICE_HOST: { path: ['server', 'host'], kind: 'string' },
   SLUICE_PORT: { path: ['server', 'port'], kind: 'number' },
   SLUICE_BODY_LIMIT_BYTES: { path: ['server', 'bodyLimitBytes'], kind: 'number' },
@@ -62,6 +65,7 @@ const ENV_PATHS: Record<string, { path: string[]; kind: 'string' | 'number' | 'b
   SLUICE_WS_MAX_CONNECTION_MS: { path: ['responses', 'websocket', 'maxConnectionMs'], kind: 'number' },
   SLUICE_REDIS_URL: { path: ['redis', 'url'], kind: 'string' },
   SLUICE_ADMIN_KEY: { path: ['auth', 'adminKey'], kind: 'string' },
+  SLUICE_MCP_ALLOWED_SERVERS: { path: ['mcp', 'allowedServers'], kind: 'strings' },
   SLUICE_TRACING_ENABLED: { path: ['tracing', 'enabled'], kind: 'boolean' },
   SLUICE_TRACING_ENDPOINT: { path: ['tracing', 'endpoint'], kind: 'string' },
   SLUICE_TRACING_SERVICE_NAME: { path: ['tracing', 'serviceName'], kind: 'string' },
@@ -171,6 +175,15 @@ function applyEnv(layer: Json, env: NodeJS.ProcessEnv): void {
       const value = Number(raw);
       if (!Number.isFinite(value)) throw new ConfigError(`${name}=${raw} is not a number.`);
       setPath(layer, path, value);
+    } else if (kind === 'strings') {
+      setPath(
+        layer,
+        path,
+        raw
+          .split(',')
+          .map((s) => s.trim())
+          .filter(Boolean),
+      );
     } else if (kind === 'list') {
       setPath(
         layer,

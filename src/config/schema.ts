@@ -272,6 +272,21 @@ export const configSchema = z.strictObject({
         .optional(),
     })
     .prefault({}),
+  /** The MCP tool loop of the Responses API (`tools: [{type: "mcp", ...}]`); see README "MCP tools". */
+  mcp: z
+    .strictObject({
+      /** URL patterns of the MCP servers requests may name (`*` matches any run of characters); none by default. */
+      allowedServers: z.array(z.string().min(1)).default([]),
+      /** Most MCP tool calls in one response (a request's `max_tool_calls` may lower it). */
+      maxToolCalls: positiveInt.default(16),
+      /** Bound of one MCP tool call (and of connecting and listing tools). */
+      callTimeoutMs: positiveInt.default(30_000),
+      /** Bound of all the MCP work of one response; past it the engine gets no more MCP tools. */
+      totalTimeoutMs: positiveInt.default(300_000),
+      /** How long a server's tool list is reused. */
+      toolCacheMs: nonNegativeInt.default(60_000),
+    })
+    .prefault({}),
   /** OpenTelemetry tracing: spans per generation request, exported over OTLP/HTTP (JSON). */
   tracing: z
     .strictObject({

@@ -30,7 +30,8 @@ export { sequence, token } from './generate.js';
  * GET /mock/stats, POST /mock/fault {"fault": "..."}.
  *
  * Request headers it reads: `x-request-id`, `x-data-parallel-rank`, `x-mock-fault: <spec>`,
- * `x-mock-tool-call: <function name>` (with `tools`), `x-mock-reasoning: <N tokens>`.
+ * `x-mock-tool-call: <function name>` (with `tools`), `x-mock-reasoning: <N tokens>`,
+ * `x-mock-tool-script: <JSON>` (a scripted tool loop, see `scriptStepOf`).
  */
 export interface MockWorkerOptions {
   /** 0 = an ephemeral port (default). */
@@ -183,6 +184,54 @@ function toolNameOf(req: IncomingMessage, body: GenerationRequest): string | und
   return undefined;
 }
 
+/** One step of an `x-mock-tool-script`: call `name` with `arguments`, and/or apply `fault`. */
+interface ScriptStep {
+  name?: string;
+  arguments?: unknown;
+  fault?: string;
+}
+
+/**
+ * A scripted tool loop: `x-mock-tool-script` holds a JSON array of steps (or one step). The step
+ * used is the number of tool results (`role: "tool"` messages) after the last user message, so
+ * step 0 answers the first request, step 1 the request that carries the first tool result, ...
+ * A step with `name` calls that function with `arguments` (a JSON value, or a string sent as
+ * is) when `tools` offers it, and answers in text otherwise; a step without `name`, or past the
+ * end of the script, answers in text. A step's `fault` applies to its request (as `x-mock-fault`),
+ * not to a continuation of it (`continue_final_message`, mid-stream resume).
+ */
+function scriptStepOf(req: IncomingMessage, body: GenerationRequest): ScriptStep | undefined {
+  const raw = header(req, 'x-mock-tool-script');
+  if (raw === undefined) return undefined;
+  let script: unknown;
+  try {
+    script = JSON.parse(raw);
+  } catch {
+    throw new BadRequest('x-mock-tool-script is not JSON.');
+  }
+  const steps = (Array.isArray(script) ? script : [script]) as (ScriptStep | null)[];
+  const messages = Array.isArray(body.messages) ? (body.messages as ({ role?: unknown } | null)[]) : [];
+  let results = 0;
+  for (let i = messages.length - 1; i >= 0 && messages[i]?.role !== 'user'; i--) {
+    if (messages[i]?.role === 'tool') results++;
+  }
+  const step = steps[results];
+  return step && typeof step === 'object' ? step : {};
+}
+
+function offers(body: GenerationRequest, name: string): boolean {
+  return (
+    Array.isArray(body.tools) &&
+    body.tools.some((t) => (t as { function?: { name?: unknown } } | null)?.function?.name === name)
+  );
+}
+
+function piecesOf(text: string): string[] {
+  return Array.from({ length: Math.max(1, Math.ceil(text.length / 4)) }, (_, i) =>
+    text.slice(i * 4, i * 4 + 4),
+  );
+}
+
 export async function createMockWorker(options: MockWorkerOptions = {}): Promise<MockWorker> {
   const models = options.models && options.models.length > 0 ? [...options.models] : ['mock-model'];
   const tokensPerSecond = options.tokensPerSecond ?? 0;
@@ -321,7 +370,17 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
     }
     keep(stats.lastBodies, body);
 
-    const faultHeader = header(req, 'x-mock-fault');
+    let step: ScriptStep | undefined;
+    try {
+      step = scriptStepOf(req, body);
+    } catch (err) {
+      if (err instanceof BadRequest) return sendError(res, 400, err.message);
+      throw err;
+    }
+    // A step's fault is for its own request, not for the continuation that resumes it.
+    const stepFault =
+      typeof step?.fault === 'string' && body.continue_final_message !== true ? step.fault : undefined;
+    const faultHeader = stepFault ?? header(req, 'x-mock-fault');
     let faults: Faults;
     try {
       faults = faultHeader === undefined ? workerFaults : parseFault(faultHeader);
@@ -339,7 +398,7 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
     }
     let plan: Plan;
     try {
-      plan = planOf(req, body, api);
+      plan = planOf(req, body, api, step);
     } catch (err) {
       if (err instanceof BadRequest) return sendError(res, 400, err.message);
       throw err;
@@ -394,7 +453,7 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
     });
   }
 
-  function planOf(req: IncomingMessage, body: GenerationRequest, api: Api): Plan {
+  function planOf(req: IncomingMessage, body: GenerationRequest, api: Api, step?: ScriptStep): Plan {
     const maxTokens = positiveInt(body, 'max_tokens') ?? positiveInt(body, 'max_completion_tokens');
     const choices = positiveInt(body, 'n') ?? 1;
     let promptText: string;
@@ -422,11 +481,19 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
       if (typeof prompt === 'string') start = continueSuffix(prompt) ?? FROM_START;
     }
     const completion = new Completion(start, maxTokens, defaultMaxTokens, stopsOf(body.stop));
-    const toolName = api === 'chat' ? toolNameOf(req, body) : undefined;
+    let toolName = api === 'chat' && step === undefined ? toolNameOf(req, body) : undefined;
+    let argumentPieces: string[] | undefined;
+    if (api === 'chat' && step?.name !== undefined && offers(body, step.name)) {
+      toolName = step.name;
+      const args = step.arguments === undefined ? {} : step.arguments;
+      argumentPieces = piecesOf(typeof args === 'string' ? args : JSON.stringify(args));
+    }
     const reasoningHeader = Number(header(req, 'x-mock-reasoning') ?? 0);
     const reasoningTokens =
       api === 'chat' && Number.isInteger(reasoningHeader) && reasoningHeader > 0 ? reasoningHeader : 0;
-    const perChoice = reasoningTokens + (toolName ? 1 + TOOL_ARGUMENT_PIECES.length : completion.generated);
+    const perChoice =
+      reasoningTokens +
+      (toolName ? 1 + (argumentPieces ?? TOOL_ARGUMENT_PIECES).length : completion.generated);
     const promptTokens = countWords(promptText);
     const completionTokens = perChoice * choices;
     const streamOptions = body.stream_options as { include_usage?: unknown } | null | undefined;
@@ -434,7 +501,9 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
       choices,
       completion,
       reasoningTokens,
-      tool: toolName ? { name: toolName, callIds: Array.from({ length: choices }, toolCallId) } : undefined,
+      tool: toolName
+        ? { name: toolName, callIds: Array.from({ length: choices }, toolCallId), argumentPieces }
+        : undefined,
       usage: {
         prompt_tokens: promptTokens,
         completion_tokens: completionTokens,
@@ -451,7 +520,11 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
       text,
       reasoning,
       toolCall: plan.tool
-        ? { id: plan.tool.callIds[c]!, name: plan.tool.name, arguments: TOOL_ARGUMENTS }
+        ? {
+            id: plan.tool.callIds[c]!,
+            name: plan.tool.name,
+            arguments: plan.tool.argumentPieces ? plan.tool.argumentPieces.join('') : TOOL_ARGUMENTS,
+          }
         : undefined,
       finishReason: plan.tool ? 'tool_calls' : plan.completion.finishReason,
     }));

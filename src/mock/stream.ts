@@ -19,7 +19,7 @@ export interface Plan {
   completion: Completion;
   reasoningTokens: number;
   /** Set when the answer is a tool call; `callIds` has one id per choice. */
-  tool: { name: string; callIds: string[] } | undefined;
+  tool: { name: string; callIds: string[]; argumentPieces?: readonly string[] | undefined } | undefined;
   usage: Usage;
   includeUsage: boolean;
 }
@@ -105,7 +105,8 @@ export class MockStream {
     this.intervalMs = pacing.intervalMs;
     this.eventsPerWrite = Math.max(1, Math.floor(pacing.eventsPerWrite));
     const { completion, reasoningTokens, tool } = plan;
-    this.steps = reasoningTokens + (tool ? 1 + TOOL_ARGUMENT_PIECES.length : completion.pieces);
+    this.steps =
+      reasoningTokens + (tool ? 1 + (tool.argumentPieces ?? TOOL_ARGUMENT_PIECES).length : completion.pieces);
     if (writer.api !== 'chat') this.kind = 'token';
   }
 
@@ -328,7 +329,10 @@ export class MockStream {
     const k = step - plan.reasoningTokens;
     if (plan.tool) {
       if (k === 0) return writer.toolCallStart(c, plan.tool.callIds[c]!, plan.tool.name);
-      return writer.toolCallArguments(c, JSON.stringify(TOOL_ARGUMENT_PIECES[k - 1]!));
+      return writer.toolCallArguments(
+        c,
+        JSON.stringify((plan.tool.argumentPieces ?? TOOL_ARGUMENT_PIECES)[k - 1]!),
+      );
     }
     return writer.token(c, plan.completion.pieceJson(k));
   }

@@ -34,7 +34,7 @@ export function normaliseInput(input: string | readonly InputItemRequest[]): Inp
       case 'compaction':
         return { ...item, id: item.id ?? newId('cmp') };
       default:
-        return { ...item, id: item.id ?? newId('rs') };
+        return { ...item, id: item.id ?? newId(item.type === 'reasoning' ? 'rs' : 'item') };
     }
   });
 }

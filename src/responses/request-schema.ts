@@ -63,6 +63,37 @@ export const compactionItemSchema = z.looseObject({
   encrypted_content: z.string().min(1),
 });
 
+/** The MCP items a client may send back (stateless use), and its answer to an approval request. */
+export const mcpApprovalResponseItemSchema = z.looseObject({
+  type: z.literal('mcp_approval_response'),
+  id: opt(z.string()),
+  approval_request_id: z.string().min(1),
+  approve: z.boolean(),
+  reason: opt(z.string()),
+});
+const mcpApprovalRequestItemSchema = z.looseObject({
+  type: z.literal('mcp_approval_request'),
+  id: z.string().min(1),
+  server_label: z.string(),
+  name: z.string(),
+  arguments: z.string(),
+});
+const mcpCallItemSchema = z.looseObject({
+  type: z.literal('mcp_call'),
+  id: z.string().min(1),
+  server_label: z.string(),
+  name: z.string(),
+  arguments: z.string(),
+  output: opt(z.string()),
+  error: opt(z.string()),
+});
+const mcpListToolsItemSchema = z.looseObject({
+  type: z.literal('mcp_list_tools'),
+  id: opt(z.string()),
+  server_label: z.string(),
+  tools: z.array(z.unknown()),
+});
+
 /** An input item; a bare `{role, content}` is a message (OpenAI's "easy input message"). */
 export const inputItemSchema = z.preprocess(
   (value) =>
@@ -75,6 +106,10 @@ export const inputItemSchema = z.preprocess(
     functionCallOutputItemSchema,
     reasoningItemSchema,
     compactionItemSchema,
+    mcpApprovalResponseItemSchema,
+    mcpApprovalRequestItemSchema,
+    mcpCallItemSchema,
+    mcpListToolsItemSchema,
   ]),
 );
 export type InputItemRequest = z.output<typeof inputItemSchema>;
@@ -86,6 +121,33 @@ const functionTool = z.looseObject({
   parameters: opt(z.record(z.string(), z.unknown())),
   strict: opt(z.boolean()),
 });
+
+const toolNames = z.array(z.string().min(1));
+const toolFilter = z.looseObject({ tool_names: opt(toolNames), read_only: opt(z.boolean()) });
+
+/** A remote MCP server whose tools the gateway offers to the engine and calls itself (README "MCP tools"). */
+export const mcpToolSchema = z.looseObject({
+  type: z.literal('mcp'),
+  server_label: z
+    .string()
+    .min(1)
+    .max(64)
+    .regex(/^[A-Za-z0-9_-]+$/, 'letters, digits, _ and - only'),
+  server_url: z.string().min(1).max(2048),
+  server_description: opt(z.string()),
+  /** Sent to this server only; never stored, echoed or logged. */
+  headers: opt(z.record(z.string().min(1), z.string())),
+  /** An OAuth access token, sent as `Authorization: Bearer`; never stored either. */
+  authorization: opt(z.string()),
+  allowed_tools: opt(z.union([toolNames, toolFilter])),
+  require_approval: opt(
+    z.union([
+      z.enum(['always', 'never']),
+      z.looseObject({ always: opt(toolFilter), never: opt(toolFilter) }),
+    ]),
+  ),
+});
+export type McpToolRequest = z.output<typeof mcpToolSchema>;
 
 const toolChoice = z.union([
   z.enum(['auto', 'none', 'required']),
@@ -112,7 +174,7 @@ export const createResponseSchema = z.looseObject({
   temperature: opt(z.number().min(0).max(2)),
   top_p: opt(z.number().min(0).max(1)),
   max_output_tokens: opt(z.number().int().positive()),
-  tools: opt(z.array(functionTool)),
+  tools: opt(z.array(z.discriminatedUnion('type', [functionTool, mcpToolSchema]))),
   tool_choice: opt(toolChoice),
   parallel_tool_calls: opt(z.boolean()),
   text: opt(z.looseObject({ format: opt(textFormat) })),

@@ -3,6 +3,8 @@ import { newId } from './ids.js';
 import type {
   FunctionCallItem,
   ItemStatus,
+  McpApprovalRequestItem,
+  McpCallItem,
   MessageItem,
   OutputItem,
   OutputText,
@@ -31,6 +33,28 @@ interface ChoiceDelta {
 }
 
 type TextKind = 'message' | 'reasoning';
+
+/** A tool call being streamed: a function call for the client, or an MCP call the gateway makes. */
+type CallItem = FunctionCallItem | McpCallItem | McpApprovalRequestItem;
+
+interface OpenCall {
+  item: CallItem;
+  index: number;
+  /** The engine's id of the call (the chat `tool_call_id`). */
+  callId: string;
+}
+
+/** Claims the tool calls of MCP tools by their function name (see responses/mcp-loop.ts). */
+export interface ToolCallRouter {
+  route(name: string): { serverLabel: string; toolName: string; approval: boolean } | undefined;
+}
+
+/** A tool call of a finished turn, as `endTurn()` hands it over. */
+export interface TurnCall {
+  item: CallItem;
+  index: number;
+  callId: string;
+}
 
 interface OpenText {
   item: MessageItem | ReasoningItem;
@@ -75,8 +99,9 @@ export interface TerminalDraft {
 interface Snapshot {
   sequence: number;
   text: Record<TextKind, OpenText | undefined>;
-  calls: Map<number, { item: FunctionCallItem; index: number }>;
-  statuses: ItemStatus[];
+  calls: Map<number, OpenCall>;
+  running: Map<string, { item: McpCallItem; index: number }>;
+  statuses: OutputItem['status'][];
   status: ResponseStatus;
   completedAt: number | null;
   error: ResponseObject['error'];
@@ -111,7 +136,11 @@ export class ResponseBuilder {
     message: undefined,
     reasoning: undefined,
   };
-  private readonly calls = new Map<number, { item: FunctionCallItem; index: number }>();
+  private readonly calls = new Map<number, OpenCall>();
+  /** MCP calls whose arguments are complete, being made by the gateway (closed as incomplete if the response ends). */
+  private readonly running = new Map<string, { item: McpCallItem; index: number }>();
+  /** Set by the MCP tool loop: which tool calls are MCP calls. */
+  toolRouter: ToolCallRouter | undefined;
   private finishReason: string | undefined;
   /** The closing events of a terminal being drafted. */
   private pending: BuiltEvent[] | undefined;
@@ -235,9 +264,11 @@ export class ResponseBuilder {
     this.text.reasoning = saved.text.reasoning;
     this.calls.clear();
     for (const [key, open] of saved.calls) this.calls.set(key, open);
+    this.running.clear();
+    for (const [key, open] of saved.running) this.running.set(key, open);
     saved.statuses.forEach((status, index) => {
       const item = this.response.output[index];
-      if (item) item.status = status;
+      if (item) (item as { status: OutputItem['status'] }).status = status;
     });
     this.response.status = saved.status;
     this.response.completed_at = saved.completedAt;
@@ -250,6 +281,7 @@ export class ResponseBuilder {
       sequence: this.sequence,
       text: { ...this.text },
       calls: new Map(this.calls),
+      running: new Map(this.running),
       statuses: this.response.output.map((item) => item.status),
       status: this.response.status,
       completedAt: this.response.completed_at,
@@ -266,11 +298,12 @@ export class ResponseBuilder {
     const builder = new ResponseBuilder(response, () => {});
     builder.sequence = nextSequence;
     response.output.forEach((item, index) => {
-      if (item.status !== 'in_progress') return;
-      if (item.type === 'function_call') {
-        builder.calls.set(index, { item, index });
+      if (item.status !== 'in_progress' && item.status !== 'calling') return;
+      if (item.type === 'function_call' || item.type === 'mcp_call' || item.type === 'mcp_approval_request') {
+        builder.calls.set(-1 - index, { item, index, callId: '' });
         return;
       }
+      if (item.type === 'mcp_list_tools') return;
       if (item.content.length === 0) {
         const part = TEXT_EVENTS[item.type].part();
         (item.content as (OutputText | ReasoningText)[]).push(part);
@@ -280,7 +313,8 @@ export class ResponseBuilder {
     return builder;
   }
 
-  private emit(body: ResponseEventBody): void {
+  /** Emits one event with the next sequence number (the MCP tool loop's own events). */
+  emit(body: ResponseEventBody): void {
     const { type, ...fields } = body;
     this.send(JSON.stringify({ type, sequence_number: this.sequence++, ...fields }), type);
   }
@@ -298,7 +332,8 @@ export class ResponseBuilder {
     else this.sink(json, type);
   }
 
-  private addItem<T extends OutputItem>(item: T): number {
+  /** Adds an output item (`response.output_item.added`); returns its output index. */
+  addItem<T extends OutputItem>(item: T): number {
     const index = this.response.output.length;
     this.response.output.push(item);
     // Serialised at once: the event shows the item as it starts, before any content.
@@ -356,35 +391,129 @@ export class ResponseBuilder {
       this.closeText('reasoning', 'completed');
       this.closeText('message', 'completed');
       for (const other of this.calls.keys()) this.closeCall(other, 'completed');
-      const item: FunctionCallItem = {
-        id: newId('fc'),
-        type: 'function_call',
-        status: 'in_progress',
-        arguments: '',
-        call_id: delta.id ?? newId('call'),
-        name: delta.function?.name ?? '',
-      };
-      open = { item, index: this.addItem(item) };
+      const callId = delta.id ?? newId('call');
+      const name = delta.function?.name ?? '';
+      const mcp = name ? this.toolRouter?.route(name) : undefined;
+      let item: CallItem;
+      if (mcp?.approval) {
+        item = {
+          id: newId('mcpr'),
+          type: 'mcp_approval_request',
+          status: 'in_progress',
+          server_label: mcp.serverLabel,
+          name: mcp.toolName,
+          arguments: '',
+        };
+      } else if (mcp) {
+        item = {
+          id: newId('mcp'),
+          type: 'mcp_call',
+          status: 'in_progress',
+          server_label: mcp.serverLabel,
+          name: mcp.toolName,
+          arguments: '',
+          output: null,
+          error: null,
+          approval_request_id: null,
+        };
+      } else {
+        item = {
+          id: newId('fc'),
+          type: 'function_call',
+          status: 'in_progress',
+          arguments: '',
+          call_id: callId,
+          name,
+        };
+      }
+      open = { item, index: this.addItem(item), callId };
       this.calls.set(key, open);
-    } else if (delta.function?.name && !open.item.name) {
+      if (item.type === 'mcp_call')
+        this.emit({ type: 'response.mcp_call.in_progress', item_id: item.id, output_index: open.index });
+    } else if (delta.function?.name && !open.item.name && open.item.type === 'function_call') {
       open.item.name = delta.function.name;
     }
     const fragment = delta.function?.arguments;
     if (typeof fragment === 'string' && fragment.length > 0) {
       open.item.arguments += fragment;
-      this.emit({
-        type: 'response.function_call_arguments.delta',
-        item_id: open.item.id,
-        output_index: open.index,
-        delta: fragment,
-      });
+      // An approval request is shown whole, when it is done.
+      if (open.item.type !== 'mcp_approval_request')
+        this.emit({
+          type:
+            open.item.type === 'mcp_call'
+              ? 'response.mcp_call_arguments.delta'
+              : 'response.function_call_arguments.delta',
+          item_id: open.item.id,
+          output_index: open.index,
+          delta: fragment,
+        });
     }
+  }
+
+  /**
+   * Ends an engine turn of the MCP tool loop: closes its text, reasoning and function calls as
+   * completed and returns its tool calls. MCP calls get their `mcp_call_arguments.done` and stay
+   * open (`running`) until `mcpCallDone`; a response that ends meanwhile closes them as incomplete.
+   */
+  endTurn(): TurnCall[] {
+    this.closeText('reasoning', 'completed');
+    this.closeText('message', 'completed');
+    const calls: TurnCall[] = [];
+    for (const [key, open] of [...this.calls]) {
+      calls.push({ item: open.item, index: open.index, callId: open.callId });
+      if (open.item.type === 'mcp_call') {
+        this.calls.delete(key);
+        this.mcpArgumentsDone(open.item, open.index);
+        this.running.set(open.item.id, { item: open.item, index: open.index });
+      } else this.closeCall(key, 'completed');
+    }
+    return calls;
+  }
+
+  /** Tracks an MCP call the loop made outside a turn (an approved call), until `mcpCallDone`. */
+  trackMcpCall(item: McpCallItem, index: number): void {
+    this.running.set(item.id, { item, index });
+  }
+
+  private mcpArgumentsDone(item: McpCallItem, index: number): void {
+    this.emit({
+      type: 'response.mcp_call_arguments.done',
+      item_id: item.id,
+      output_index: index,
+      arguments: item.arguments,
+    });
+  }
+
+  /** An MCP call ended: `response.mcp_call.completed` (or `.failed`), then its `output_item.done`. */
+  mcpCallDone(itemId: string, result: { output?: string | undefined; error?: string | undefined }): void {
+    const open = this.running.get(itemId);
+    if (!open) return;
+    this.running.delete(itemId);
+    const { item, index } = open;
+    if (result.error !== undefined) {
+      item.error = result.error;
+      item.status = 'failed';
+    } else {
+      item.output = result.output ?? '';
+      item.status = 'completed';
+    }
+    this.emit({
+      type: item.status === 'failed' ? 'response.mcp_call.failed' : 'response.mcp_call.completed',
+      item_id: item.id,
+      output_index: index,
+    });
+    this.emit({ type: 'response.output_item.done', output_index: index, item });
   }
 
   private closeAll(status: ItemStatus): void {
     this.closeText('reasoning', status);
     this.closeText('message', status);
     for (const key of [...this.calls.keys()]) this.closeCall(key, status);
+    for (const [id, { item, index }] of [...this.running]) {
+      this.running.delete(id);
+      item.status = status;
+      this.emit({ type: 'response.output_item.done', output_index: index, item });
+    }
   }
 
   /** The done ladder of a message or reasoning item: text done, content_part.done, output_item.done. */
@@ -418,13 +547,15 @@ export class ResponseBuilder {
     if (!open) return;
     this.calls.delete(key);
     const { item, index } = open;
-    this.emit({
-      type: 'response.function_call_arguments.done',
-      item_id: item.id,
-      output_index: index,
-      name: item.name,
-      arguments: item.arguments,
-    });
+    if (item.type === 'mcp_call') this.mcpArgumentsDone(item, index);
+    else if (item.type === 'function_call')
+      this.emit({
+        type: 'response.function_call_arguments.done',
+        item_id: item.id,
+        output_index: index,
+        name: item.name,
+        arguments: item.arguments,
+      });
     item.status = status;
     this.emit({ type: 'response.output_item.done', output_index: index, item });
   }

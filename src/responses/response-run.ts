@@ -23,6 +23,8 @@ export class ResponseRun {
   private readonly writers = new Set<EventWriter>();
   private stream: ResumableStream | undefined;
   private cancelled = false;
+  /** Aborted (reason `cancelled` or `abandoned`) when the run is cancelled or its client goes away. */
+  private readonly halt = new AbortController();
   private settle: ((end: RunEnd) => void) | undefined;
 
   constructor(
@@ -30,6 +32,10 @@ export class ResponseRun {
     private readonly keepEvents: boolean,
   ) {
     this.builder = new ResponseBuilder(response, (json, type) => this.publish(json, type));
+  }
+
+  get haltSignal(): AbortSignal {
+    return this.halt.signal;
   }
 
   get response(): ResponseObject {
@@ -77,12 +83,14 @@ export class ResponseRun {
   /** Cancels the run (background cancel): aborts the engine request. */
   cancel(): void {
     this.cancelled = true;
+    this.halt.abort('cancelled');
     this.stream?.abandon(new ClientDisconnected());
     this.finish({ kind: 'cancelled' });
   }
 
   /** The client of a foreground run went away: abort the engine request at once. */
   abandon(): void {
+    if (!this.halt.signal.aborted) this.halt.abort('abandoned');
     if (!this.stream) return;
     const error = new ClientDisconnected();
     this.stream.abandon(error);

@@ -10,6 +10,7 @@ import type { ResponseEnding, Store, StoredResponse } from '../storage/types.js'
 import { type ResolvedContext, resolveContext } from './context.js';
 import { newId } from './ids.js';
 import { normaliseInput } from './input-items.js';
+import { echoMcpTool, type McpSession, McpTools } from './mcp-loop.js';
 import type { OrphanSweeper } from './orphan-sweeper.js';
 import { type Caller, visibleTo } from './ownership.js';
 import type { CreateResponseRequest } from './request-schema.js';
@@ -48,6 +49,15 @@ export interface Terminal {
   status: string;
 }
 
+/** Without MCP settings, no MCP server is allowed. */
+const NO_MCP = new McpTools({
+  allowedServers: [],
+  maxToolCalls: 1,
+  callTimeoutMs: 1,
+  totalTimeoutMs: 1,
+  toolCacheMs: 0,
+});
+
 /** How often a background run writes its progress (and reads a cancel request). */
 const PROGRESS_INTERVAL_MS = 250;
 /** Longest the final write waits for a progress write still in flight (the SQL refuses it afterwards anyway). */
@@ -58,6 +68,8 @@ export interface ResponsesServiceOptions {
   replicaId?: string | undefined;
   /** Ends a response at once when the replica that ran it is gone (a cancel of an orphan). */
   orphans?: OrphanSweeper | undefined;
+  /** The MCP tool loop's allowlist, tool cache and bounds (none: no MCP server is allowed). */
+  mcp?: McpTools | undefined;
 }
 
 /** A response that has not ended yet; every other status is final. */
@@ -102,9 +114,12 @@ export class ResponsesService {
       );
     const context = call.context ?? (await resolveContext(this.store, request, call.caller));
     const input = normaliseInput(request.input);
+    const mcp = await (this.options.mcp ?? NO_MCP).prepare(request, context.history, input, call.signal);
     const messages = contextToMessages(request.instructions, [...context.history, ...input]);
+    if (mcp) messages.push(...mcp.messages);
     const response = baseResponse(request, context.previousResponseId, context.conversationId, store);
     const chatBody = toChatRequest(request, messages);
+    mcp?.decorate(chatBody);
     const payload = JSON.stringify(chatBody);
     const dispatch: DispatchRequest = {
       api: 'responses',
@@ -127,8 +142,10 @@ export class ResponsesService {
       store,
       conversationId: context.conversationId,
       ownerKeyId: call.caller,
-      resume: (dispatchRequest) => this.dispatcher.resumePlan(dispatchRequest, chatBody, call.resume),
+      resume: (dispatchRequest, body = chatBody) =>
+        this.dispatcher.resumePlan(dispatchRequest, body, call.resume),
       onUsage: call.onUsage,
+      mcp: mcp ? { session: mcp, messages, turns: [] } : undefined,
     };
   }
 
@@ -137,14 +154,36 @@ export class ResponsesService {
     return new ResumableStream(opened, prepared.resume(prepared.dispatch));
   }
 
+  /** Follows a run's engine stream to its end: through the MCP tool loop when the request has MCP tools. */
+  private follow(prepared: PreparedResponse, run: ResponseRun, stream: ResumableStream): Promise<RunEnd> {
+    if (!prepared.mcp) return run.follow(stream);
+    return prepared.mcp.session.run(
+      run,
+      stream,
+      {
+        dispatch: () => prepared.dispatch,
+        open: (dispatch) => this.dispatcher.openStream(dispatch),
+        streamOf: (dispatch, body, opened) => {
+          const stream = new ResumableStream(opened, prepared.resume(dispatch, body));
+          prepared.mcp?.turns.push(stream);
+          return stream;
+        },
+      },
+      [...prepared.mcp.messages],
+    );
+  }
+
   /** Notes in the response's metadata that its stream was resumed, and on which workers. */
-  private noteResumes(run: ResponseRun, stream: ResumableStream): void {
-    if (stream.resumes === 0) return;
+  private noteResumes(run: ResponseRun, first: ResumableStream, prepared: PreparedResponse): void {
+    // Every engine turn of an MCP tool loop counts.
+    const streams = [first, ...(prepared.mcp?.turns ?? [])];
+    const resumes = streams.reduce((sum, stream) => sum + stream.resumes, 0);
+    if (resumes === 0) return;
     // Workers as clients may see them (never host:port; none when `server.exposeWorker` is off).
-    const workers = stream.clientWorkers;
+    const workers = streams.filter((stream) => stream.resumes > 0).flatMap((stream) => stream.clientWorkers);
     run.response.metadata = {
       ...run.response.metadata,
-      sluice_resumes: String(stream.resumes),
+      sluice_resumes: String(resumes),
       ...(workers.length > 0 ? { sluice_workers: workers.join(',') } : {}),
     };
   }
@@ -165,12 +204,12 @@ export class ResponsesService {
     signal.addEventListener('abort', onGone, { once: true });
     run.builder.begin();
     const stream = this.streamOf(prepared, opened);
-    const following = run.follow(stream);
+    const following = this.follow(prepared, run, stream);
     // The client may have gone while the stream was opening: the listener above would never fire.
     if (signal.aborted) run.abandon();
     const end = await following;
     signal.removeEventListener('abort', onGone);
-    this.noteResumes(run, stream);
+    this.noteResumes(run, stream, prepared);
     this.count(prepared, end);
     return this.finish(prepared, run, end, 'insert');
   }
@@ -233,8 +272,8 @@ export class ResponsesService {
         });
       }, PROGRESS_INTERVAL_MS);
       const stream = this.streamOf(prepared, opened);
-      end = await run.follow(stream);
-      this.noteResumes(run, stream);
+      end = await this.follow(prepared, run, stream);
+      this.noteResumes(run, stream, prepared);
     } catch (err) {
       end = controller.signal.aborted
         ? { kind: 'cancelled' }
@@ -488,7 +527,9 @@ export interface PreparedResponse {
   /** The API key that owns the response (null: made while the gateway ran open). */
   ownerKeyId: Caller;
   /** How the stream may be resumed mid-stream (undefined: it may not). */
-  resume: (dispatch: DispatchRequest) => ResumePlan | undefined;
+  resume: (dispatch: DispatchRequest, body?: Record<string, unknown>) => ResumePlan | undefined;
+  /** The MCP tool loop of the response (its MCP servers, and the chat messages of its first turn). */
+  mcp?: { session: McpSession; messages: ChatMessage[]; turns: ResumableStream[] } | undefined;
   onUsage: CreateCall['onUsage'];
 }
 
@@ -576,13 +617,17 @@ function baseResponse(
     temperature: request.temperature ?? 1,
     text: { format: (request.text?.format as Record<string, unknown> | undefined) ?? { type: 'text' } },
     tool_choice: request.tool_choice ?? 'auto',
-    tools: (request.tools ?? []).map((tool) => ({
-      type: 'function',
-      name: tool.name,
-      description: tool.description ?? null,
-      parameters: tool.parameters ?? null,
-      strict: tool.strict ?? true,
-    })),
+    tools: (request.tools ?? []).map((tool) =>
+      tool.type === 'mcp'
+        ? echoMcpTool(tool)
+        : {
+            type: 'function',
+            name: tool.name,
+            description: tool.description ?? null,
+            parameters: tool.parameters ?? null,
+            strict: tool.strict ?? true,
+          },
+    ),
     top_p: request.top_p ?? 1,
     truncation: request.truncation ?? 'disabled',
     presence_penalty: request.presence_penalty ?? 0,

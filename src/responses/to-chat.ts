@@ -89,6 +89,20 @@ export function contextToMessages(
         } else messages.push({ role: 'assistant', content: null, tool_calls: [call] });
         break;
       }
+      case 'mcp_call': {
+        // An MCP call the gateway made: the engine sees it as a tool call and its result.
+        const call = {
+          id: String(record.id),
+          type: 'function' as const,
+          function: { name: String(record.name), arguments: String(record.arguments ?? '') },
+        };
+        const last = messages.at(-1);
+        if (last?.role === 'assistant' && !last.tool_calls && typeof last.content === 'string')
+          last.tool_calls = [call];
+        else messages.push({ role: 'assistant', content: null, tool_calls: [call] });
+        messages.push({ role: 'tool', tool_call_id: call.id, content: mcpResultText(record) });
+        break;
+      }
       case 'function_call_output':
         messages.push({
           role: 'tool',
@@ -106,6 +120,13 @@ export function contextToMessages(
     }
   }
   return messages;
+}
+
+/** What the engine is told an MCP call gave: its output, or that it failed and why. */
+export function mcpResultText(record: Record<string, unknown>): string {
+  if (typeof record.error === 'string' && record.error !== '')
+    return `Error: the tool call failed: ${record.error}`;
+  return typeof record.output === 'string' ? record.output : '';
 }
 
 /** The chat-completions body for a Responses request. Always streamed, with usage. */
@@ -131,8 +152,9 @@ export function toChatRequest(
   }
   if (request.parallel_tool_calls != null) body.parallel_tool_calls = request.parallel_tool_calls;
   if (request.reasoning?.effort) body.reasoning_effort = request.reasoning.effort;
-  if (request.tools && request.tools.length > 0) {
-    body.tools = request.tools.map((tool) => ({
+  const functions = (request.tools ?? []).filter((tool) => tool.type === 'function');
+  if (functions.length > 0) {
+    body.tools = functions.map((tool) => ({
       type: 'function',
       function: {
         name: tool.name,

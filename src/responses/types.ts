@@ -42,7 +42,42 @@ export interface ReasoningItem {
   content: ReasoningText[];
 }
 
-export type OutputItem = MessageItem | FunctionCallItem | ReasoningItem;
+/** The tools an MCP server listed (`mcp_list_tools`). */
+export interface McpListToolsItem {
+  id: string;
+  type: 'mcp_list_tools';
+  status: ItemStatus;
+  server_label: string;
+  tools: { name: string; description: string | null; input_schema: unknown; annotations: unknown }[];
+  error: string | null;
+}
+
+/** A call of an MCP server's tool made by the gateway (`mcp_call`). */
+export interface McpCallItem {
+  id: string;
+  type: 'mcp_call';
+  status: ItemStatus | 'calling' | 'failed';
+  server_label: string;
+  name: string;
+  arguments: string;
+  output: string | null;
+  error: string | null;
+  approval_request_id: string | null;
+}
+
+/** A call waiting for the client's approval (`mcp_approval_request`); answered by `mcp_approval_response`. */
+export interface McpApprovalRequestItem {
+  id: string;
+  type: 'mcp_approval_request';
+  status: ItemStatus;
+  server_label: string;
+  name: string;
+  arguments: string;
+}
+
+export type McpItem = McpListToolsItem | McpCallItem | McpApprovalRequestItem;
+
+export type OutputItem = MessageItem | FunctionCallItem | ReasoningItem | McpItem;
 
 /** An input item as stored (normalised, with an id). */
 export interface InputItem {

@@ -120,6 +120,14 @@ export function responseRoutes(ctx: GatewayContext) {
         caller: grant?.key.id ?? null,
       });
       trace?.response({ id: prepared.response.id, model: prepared.response.model });
+      // While the MCP loop waits on a tool nothing is written, so a client that went away is seen
+      // only by its socket's end (Node keeps a half-closed socket until the response is written).
+      const socket = request.raw.socket;
+      if (prepared.mcp && !body.background && socket) {
+        const onEnd = () => controller.abort(new ClientDisconnected());
+        socket.once('end', onEnd);
+        reply.raw.once('close', () => socket.off('end', onEnd));
+      }
       if (body.background) {
         const { run, queuedJson } = await service.startBackground(prepared);
         if (!body.stream) {
