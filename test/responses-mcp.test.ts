@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/load.js';
 import { McpAllowlist } from '../src/mcp/allowlist.js';
 import { sequence } from '../src/mock/generate.js';
-import { eventually, metric, perTest, post } from './helpers/gateway.js';
+import { eventually, metric, metricOrZero, perTest, post } from './helpers/gateway.js';
 import {
   type McpBehaviour,
   startMcpServer,
@@ -250,7 +250,7 @@ describe('Responses API: the MCP tool loop', () => {
         timeouts: { idleMs: 300 },
         mcp: { allowedServers: ['http://127.0.0.1:*/mcp'] },
       });
-      const before = await metric(gateway.url, 'sluice_stream_failures_total', { api: 'responses' });
+      const before = await metricOrZero(gateway.url, 'sluice_stream_failures_total', { api: 'responses' });
       const res = await post(
         `${gateway.url}/v1/responses`,
         { model: 'mock-model', input: 'fail later', stream: true, tools: [tool(echo, 'echoer')] },

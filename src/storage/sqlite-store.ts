@@ -241,6 +241,19 @@ export class SqliteSyncStore implements Store, KeyStore {
     });
   }
 
+  /** Every row of one table as stored, past the API (operators' checks, tests of what is really kept). */
+  async dumpTable(
+    table: 'responses' | 'conversations' | 'conversation_items',
+  ): Promise<Record<string, unknown>[]> {
+    if (table !== 'responses' && table !== 'conversations' && table !== 'conversation_items') {
+      throw new TypeError(`not a table of the store: ${String(table)}`);
+    }
+    return this.run(
+      'dumpTable',
+      () => this.db.prepare(`SELECT * FROM ${table}`).all() as Record<string, unknown>[],
+    );
+  }
+
   async listKeys(): Promise<StoredApiKey[]> {
     return this.withPrepared('listKeys', ({ statements }) => statements.listKeys.all().map(toStoredApiKey));
   }

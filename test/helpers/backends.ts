@@ -43,11 +43,12 @@ export async function storedRows(
 ): Promise<Record<string, unknown>[]> {
   const internals = store as {
     kind: 'sqlite' | 'postgres';
-    db?: { prepare(sql: string): { all(): Record<string, unknown>[] } };
+    dumpTable?(name: typeof table): Promise<Record<string, unknown>[]>;
     pool?: pg.Pool;
     schema?: string;
   };
-  if (internals.kind === 'sqlite') return internals.db!.prepare(`SELECT * FROM ${table}`).all();
+  // SQLite runs on its own thread: the store reads the table there.
+  if (internals.kind === 'sqlite') return internals.dumpTable!(table);
   const qualified = internals.schema ? `"${internals.schema}".${table}` : table;
   return (await internals.pool!.query(`SELECT * FROM ${qualified}`)).rows;
 }
