@@ -43,7 +43,8 @@ const HALF_CLOSE_PROBES_MS = [0, 50, 1_000];
  * same whether the client half-closed or closed for good, so while its answer has not started
  * the gateway probes with an interim `102 Processing` (which HTTP/1.1 clients skip): a client
  * that is gone answers with a reset, the next write fails, the socket closes, and the request is
- * aborted as for any client that went away. Once the answer has started, its own writes do that.
+ * aborted as for any client that went away. Once an event stream has started, the probe is an
+ * SSE comment (`:`), since its engine may be silent for a long while and write nothing.
  */
 function keepHalfClosedClients(server: Server): void {
   // node:http reads this field of its server when a socket ends; it is not in @types/node.
@@ -54,9 +55,17 @@ function keepHalfClosedClients(server: Server): void {
         const probe = () => {
           // The response in progress on this connection (node:http's own field).
           const res = (socket as { _httpMessage?: ServerResponse })._httpMessage;
-          if (!res || res.headersSent || res.destroyed || socket.destroyed) return;
+          if (!res || res.destroyed || res.writableEnded || socket.destroyed) return;
           // An upgraded (WebSocket) connection speaks its own protocol now.
           if (res.req.headers.upgrade !== undefined) return;
+          if (res.headersSent) {
+            // A stream under way (perhaps with a silent engine): an SSE comment, which every
+            // client skips, is the probe. Other answers under way end on their own writes.
+            const head = (res as { _header?: string | null })._header;
+            if (typeof head === 'string' && /content-type: text\/event-stream/i.test(head))
+              res.write(':\n\n');
+            return;
+          }
           if (res.req.httpVersionMajor !== 1 || res.req.httpVersionMinor < 1) return;
           res.writeProcessing();
         };
