@@ -6,6 +6,7 @@ import type { Store } from '../storage/types.js';
 import type { Usage } from '../streams/chat-stream-tracker.js';
 import { resolveContext } from './context.js';
 import { newId } from './ids.js';
+import { extractPdfTexts } from './input-files.js';
 import { normaliseInput } from './input-items.js';
 import type { Caller } from './ownership.js';
 import { type CreateResponseRequest, inputItemSchema } from './request-schema.js';
@@ -111,6 +112,7 @@ export async function compactConversation(
       'missing_required_parameter',
     );
   }
+  await extractPdfTexts(items);
   const messages = contextToMessages(request.instructions, items);
   messages.push({ role: 'user', content: COMPACTION_PROMPT });
   const completed = await dispatcher.complete({

@@ -135,7 +135,7 @@ function unsupported(message: string, param: string): InvalidRequest {
  * CSV, Markdown, YAML, source code; told by its data URL's media type, or by its filename's
  * extension when that type is missing or generic) with a header naming it. Anything else is a
  * 400 naming its media type; `file_id` and `file_url` are 400s (sluice has no Files API and
- * fetches nothing). PDFs are refused until a text extractor is bundled.
+ * fetches nothing). A PDF is given as its text, read beforehand by `extractPdfTexts`.
  */
 export function inputFileText(part: InputFilePart, param = 'input'): string {
   if (part.file_id) {
@@ -167,10 +167,12 @@ export function inputFileText(part: InputFilePart, param = 'input'): string {
   const guessed = TEXT_EXTENSIONS[extensionOf(filename)];
   const media = declared === '' || declared === 'application/octet-stream' ? (guessed ?? declared) : declared;
   if (media === 'application/pdf') {
-    throw unsupported(
-      `Unsupported file type 'application/pdf' ('${filename}'): this gateway cannot extract the text of PDF files yet. Send the document's text instead (as an input_text part or a text/plain file).`,
-      param,
-    );
+    const extracted = pdfTexts.get(part);
+    if (extracted === undefined) {
+      // extractPdfTexts runs before translation; a PDF it did not see is a bug, said plainly.
+      throw unsupported(`The PDF '${filename}' was not read before translation.`, param);
+    }
+    return `--- file: ${filename} (application/pdf, text extracted) ---\n${extracted}\n--- end of file: ${filename} ---`;
   }
   if (!isTextMedia(media)) {
     throw unsupported(
@@ -198,4 +200,74 @@ export function inputFileText(part: InputFilePart, param = 'input'): string {
     );
   }
   return `--- file: ${filename} (${media}) ---\n${text}\n--- end of file: ${filename} ---`;
+}
+
+/** The text of each PDF part, read by extractPdfTexts before the (synchronous) translation. */
+const pdfTexts = new WeakMap<object, string>();
+
+/** Bounds of one PDF: pages read, and characters kept. */
+const PDF_MAX_PAGES = 500;
+const PDF_MAX_CHARS = 2_000_000;
+
+/**
+ * Reads the text of every PDF `input_file` part among `items` (messages with content parts),
+ * with pdf.js (Mozilla's PDF reader, the legacy build that runs on Node 20). A PDF that cannot be
+ * read, or holds no text (a scan), is a 400 naming the file.
+ */
+export async function extractPdfTexts(items: readonly unknown[], param = 'input'): Promise<void> {
+  for (const item of items) {
+    const content = (item as { content?: unknown } | null)?.content;
+    if (!Array.isArray(content)) continue;
+    for (const part of content as InputFilePart[]) {
+      if (part?.type !== 'input_file' || typeof part.file_data !== 'string' || pdfTexts.has(part)) continue;
+      const match = DATA_URL.exec(part.file_data);
+      const filename = part.filename?.trim() || 'file';
+      const declared = (match?.[1] ?? '').trim().toLowerCase();
+      const guessed = extensionOf(filename) === 'pdf' ? 'application/pdf' : undefined;
+      const media =
+        declared === '' || declared === 'application/octet-stream' ? (guessed ?? declared) : declared;
+      if (media !== 'application/pdf') continue;
+      const payload = match ? part.file_data.slice(match[0].length) : part.file_data;
+      pdfTexts.set(part, await pdfText(Buffer.from(payload, 'base64'), filename, param));
+    }
+  }
+}
+
+async function pdfText(bytes: Buffer, filename: string, param: string): Promise<string> {
+  const pdfjs = await import('pdfjs-dist/legacy/build/pdf.mjs');
+  let text = '';
+  try {
+    const document = await pdfjs.getDocument({
+      data: new Uint8Array(bytes),
+      isEvalSupported: false,
+      disableFontFace: true,
+      useSystemFonts: false,
+      verbosity: 0,
+    }).promise;
+    try {
+      const pages = Math.min(document.numPages, PDF_MAX_PAGES);
+      for (let n = 1; n <= pages && text.length < PDF_MAX_CHARS; n++) {
+        const page = await document.getPage(n);
+        const content = await page.getTextContent();
+        const line = content.items.map((item) => ('str' in item ? item.str : '')).join(' ');
+        text += `${n > 1 ? '\n' : ''}${line.replace(/\s+/g, ' ').trim()}`;
+        page.cleanup();
+      }
+    } finally {
+      await document.destroy();
+    }
+  } catch (err) {
+    throw new InvalidRequest(
+      `The PDF '${filename}' could not be read: ${(err as Error).message}`,
+      param,
+      'invalid_file',
+    );
+  }
+  if (text.trim() === '') {
+    throw unsupported(
+      `The PDF '${filename}' holds no text (a scanned document?): only PDFs with a text layer are supported.`,
+      param,
+    );
+  }
+  return text.slice(0, PDF_MAX_CHARS);
 }

@@ -9,6 +9,7 @@ import type { RequestTrace } from '../observability/tracing.js';
 import type { ResponseEnding, Store, StoredResponse } from '../storage/types.js';
 import { type ResolvedContext, resolveContext } from './context.js';
 import { newId } from './ids.js';
+import { extractPdfTexts } from './input-files.js';
 import { normaliseInput } from './input-items.js';
 import { echoMcpTool, type McpSession, McpTools } from './mcp-loop.js';
 import type { OrphanSweeper } from './orphan-sweeper.js';
@@ -114,6 +115,7 @@ export class ResponsesService {
       );
     const context = call.context ?? (await resolveContext(this.store, request, call.caller));
     const input = normaliseInput(request.input);
+    await extractPdfTexts([...context.history, ...input]);
     const mcp = await (this.options.mcp ?? NO_MCP).prepare(request, context.history, input, call.signal);
     const messages = contextToMessages(request.instructions, [...context.history, ...input]);
     if (mcp) messages.push(...mcp.messages);
