@@ -1,4 +1,4 @@
-import { StoreError } from '../errors/storage-errors.js';
+import { ConversationGone, StoreError } from '../errors/storage-errors.js';
 import type { SqliteStoreOptions } from './sqlite-store.js';
 
 /**
@@ -30,6 +30,8 @@ export interface WireStoreError {
   code: string;
   retryable: boolean;
   cause?: { message: string; code?: string | undefined } | undefined;
+  /** A ConversationGone's conversation, so the error is re-made as that class on this side. */
+  conversationId?: string | undefined;
 }
 
 /** Ends the storage thread as a crash would (tests of the restart path). */
@@ -42,10 +44,12 @@ export function toWire(err: StoreError): WireStoreError {
     code: err.code,
     retryable: err.retryable,
     cause: cause && { message: cause.message, code: (cause as { code?: string }).code },
+    conversationId: err instanceof ConversationGone ? err.conversationId : undefined,
   };
 }
 
 export function fromWire(wire: WireStoreError): StoreError {
+  if (wire.conversationId !== undefined) return new ConversationGone(wire.conversationId);
   const cause = wire.cause && Object.assign(new Error(wire.cause.message), { code: wire.cause.code });
   return new StoreError(wire.message, wire.code, wire.retryable, { cause });
 }
