@@ -112,11 +112,13 @@ describe('graceful shutdown', () => {
     const text = response.text();
     await eventually(() => worker.stats.inflight === 1);
     const store = gateway.context.store!;
+    // The final write (the response, with any conversation append, in one transaction).
     const stored = new Promise<string>((resolve) => {
-      const insert = store.insertResponse.bind(store);
-      store.insertResponse = async (record) => {
-        await insert(record);
-        resolve(record.json);
+      const finish = store.finishResponse.bind(store);
+      store.finishResponse = async (ending) => {
+        const written = await finish(ending);
+        resolve((ending.insert ?? ending.update)!.json);
+        return written;
       };
     });
     await gateway.shutdown(100);
