@@ -55,6 +55,8 @@ export interface StreamRun {
   events: number;
   errors: number;
   seconds: number;
+  /** The most streams open (answered 200, not yet ended) at one time. */
+  peakOpen: number;
 }
 
 const BLANK_LINE = Buffer.from('\n\n');
@@ -76,10 +78,13 @@ export async function streams(
   const interEventMs: number[] = [];
   let events = 0;
   let errors = 0;
+  let open = 0;
+  let peakOpen = 0;
   const marker = Buffer.from(firstTokenMarker);
   const started = performance.now();
   const one = async () => {
     const t0 = performance.now();
+    let opened = false;
     try {
       const res = await pool.request({
         method: 'POST',
@@ -92,6 +97,9 @@ export async function streams(
         await res.body.arrayBuffer();
         return;
       }
+      opened = true;
+      open++;
+      if (open > peakOpen) peakOpen = open;
       let last = -1;
       for await (const chunk of res.body) {
         const buf = chunk as Buffer;
@@ -115,12 +123,14 @@ export async function streams(
       }
     } catch {
       errors++;
+    } finally {
+      if (opened) open--;
     }
   };
   await Promise.all(Array.from({ length: count }, one));
   const seconds = (performance.now() - started) / 1000;
   await pool.close();
-  return { ttftMs, interEventMs, events, errors, seconds };
+  return { ttftMs, interEventMs, events, errors, seconds, peakOpen };
 }
 
 export function summarize(values: readonly number[]): { p50: number; p99: number } {
