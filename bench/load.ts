@@ -57,6 +57,8 @@ export interface StreamRun {
   seconds: number;
   /** The most streams open (answered 200, not yet ended) at one time. */
   peakOpen: number;
+  /** Errors by kind: an HTTP status, or the error code of a request that failed. */
+  errorKinds: Record<string, number>;
 }
 
 const BLANK_LINE = Buffer.from('\n\n');
@@ -80,6 +82,11 @@ export async function streams(
   let errors = 0;
   let open = 0;
   let peakOpen = 0;
+  const errorKinds: Record<string, number> = {};
+  const failed = (kind: string) => {
+    errors++;
+    errorKinds[kind] = (errorKinds[kind] ?? 0) + 1;
+  };
   const marker = Buffer.from(firstTokenMarker);
   const started = performance.now();
   const one = async () => {
@@ -93,7 +100,7 @@ export async function streams(
         body,
       });
       if (res.statusCode !== 200) {
-        errors++;
+        failed(String(res.statusCode));
         await res.body.arrayBuffer();
         return;
       }
@@ -121,8 +128,8 @@ export async function streams(
           last = now;
         }
       }
-    } catch {
-      errors++;
+    } catch (err) {
+      failed((err as { code?: string }).code ?? 'error');
     } finally {
       if (opened) open--;
     }
@@ -130,7 +137,7 @@ export async function streams(
   await Promise.all(Array.from({ length: count }, one));
   const seconds = (performance.now() - started) / 1000;
   await pool.close();
-  return { ttftMs, interEventMs, events, errors, seconds, peakOpen };
+  return { ttftMs, interEventMs, events, errors, seconds, peakOpen, errorKinds };
 }
 
 export function summarize(values: readonly number[]): { p50: number; p99: number } {

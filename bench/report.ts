@@ -12,6 +12,7 @@ interface Stream {
   gatewayRssPerStreamKB: number;
   peakOpen: number;
   errors: number;
+  errorKinds?: Record<string, number>;
 }
 
 export interface BenchReport {
@@ -39,6 +40,13 @@ export interface BenchReport {
 }
 
 const n = (v: number) => v.toLocaleString('en-US');
+
+const errorsOf = (s: Stream) => {
+  const kinds = Object.entries(s.errorKinds ?? {});
+  return kinds.length === 0
+    ? String(s.errors)
+    : `${s.errors} (${kinds.map(([k, v]) => `${v} × ${k}`).join(', ')})`;
+};
 
 export function markdownReport(r: BenchReport): string {
   const lines: string[] = [];
@@ -74,7 +82,7 @@ export function markdownReport(r: BenchReport): string {
     '',
     `| burst: ${n(b.streams)} chat streams opened at once on one worker (${b.tokens} tokens each) | floor relay | gateway (default limits) |`,
     '| --- | ---: | ---: |',
-    `| errors (not held) | ${b.floor.errors} | ${b.gateway.errors} |`,
+    `| errors (not held) | ${errorsOf(b.floor)} | ${errorsOf(b.gateway)} |`,
     `| most answered streams open at once | ${n(b.floor.peakOpen)} | ${n(b.gateway.peakOpen)} |`,
     `| KB per stream (peak RSS over idle / ${n(b.streams)}) | ${b.floor.gatewayRssPerStreamKB} | ${b.gateway.gatewayRssPerStreamKB} |`,
     `| relayed events per relay CPU-second | ${n(b.floor.eventsPerGatewayCpuSecond)} | ${n(b.gateway.eventsPerGatewayCpuSecond)} |`,

@@ -45,6 +45,7 @@ interface StreamResult {
   /** Streams that were open (answered 200 and not yet ended) at the same time, at the peak. */
   peakOpen: number;
   errors: number;
+  errorKinds: Record<string, number>;
 }
 
 async function streamCase(
@@ -87,6 +88,7 @@ async function streamCase(
       gatewayRssPerStreamKB: round((peakRss - idleRss) / count / 1024, 1),
       peakOpen: through.peakOpen,
       errors: through.errors,
+      errorKinds: through.errorKinds,
     },
   };
 }
