@@ -61,6 +61,14 @@ async function streamCase(
   const targetOrigin = new URL(target.url).origin;
   const baseline =
     direct ?? (await streams(workerOrigin, '/v1/chat/completions', body, count, '"content":" '));
+  // A few short streams first, alike for every target: a process's first streams run cold code.
+  await streams(
+    targetOrigin,
+    path,
+    body.replace(/"max_(output_)?tokens":\d+/, '"max_$1tokens":10'),
+    16,
+    marker,
+  );
   // Memory per open stream: the peak while the streams are open (sampled every 100 ms) over the
   // process's memory just before (which still holds what earlier cases grew: a lower bound).
   const idleRss = rssBytes(target.pid);
