@@ -21,8 +21,8 @@ export function startCli(
 }
 
 /** Starts the floor relay (bench/floor-relay.ts) in front of `upstream`. */
-export function startFloorRelay(upstream: string): Promise<Proc> {
-  return startNode(['--import', 'tsx', FLOOR_RELAY, new URL(upstream).origin]);
+export function startFloorRelay(upstream: string, nodeArgs: string[] = []): Promise<Proc> {
+  return startNode([...nodeArgs, '--import', 'tsx', FLOOR_RELAY, new URL(upstream).origin]);
 }
 
 /** Starts `node <args>` and resolves with the URL it prints (`"url":"..."`) when listening. */
