@@ -12,7 +12,7 @@ import {
 } from '../errors/stream-errors.js';
 import { UpstreamBadResponse, upstreamStatusError } from '../errors/upstream-errors.js';
 import type { Logger } from '../observability/logger.js';
-import type { ApiName, GatewayMetrics } from '../observability/metrics.js';
+import { type ApiName, type GatewayMetrics, seriesObserver } from '../observability/metrics.js';
 import type { RequestTrace, RoutingTrace } from '../observability/tracing.js';
 import type { RouteContext } from '../routing/types.js';
 import { BufferingSink } from '../streams/buffering-sink.js';
@@ -100,7 +100,7 @@ export class Dispatcher {
   /** Opens a stream that has produced its first output chunk. */
   openStream(req: DispatchRequest): Promise<OpenedStream> {
     const timeouts = this.settings.timeouts(req.model);
-    const itl = this.metrics.interTokenLatency.labels({ route: req.api, model: req.model });
+    const itl = seriesObserver(this.metrics.interTokenLatency, { route: req.api, model: req.model });
     return this.withRetries(req, async (attempt) => {
       const response = await this.send(req, attempt, timeouts.headersMs);
       const stream = new EngineStream(response.body, {
@@ -111,7 +111,7 @@ export class Dispatcher {
         maxEventBytes: this.config.limits.maxEventBytes,
         maxPrefaceBytes: this.config.limits.maxPrefaceBytes,
         abortUpstream: (reason) => attempt.controller.abort(reason),
-        onGap: (seconds) => itl.observe(seconds),
+        onGap: itl,
       });
       attempt.stream = stream;
       const sink = new BufferingSink();
