@@ -13,6 +13,12 @@ interface Stream {
   peakOpen: number;
   errors: number;
   errorKinds?: Record<string, number>;
+  rounds?: number;
+  eachRound?: {
+    eventsPerCpuSecond: number;
+    ttftAddedMs: { p50: number; p99: number };
+    rssPerStreamKB: number;
+  }[];
 }
 
 export interface BenchReport {
@@ -72,7 +78,12 @@ export function markdownReport(r: BenchReport): string {
     `| ${c.streams} streams at 50 events/s for ${r.streamSeconds} s | floor relay | chat | gateway / floor | responses |`,
     '| --- | ---: | ---: | ---: | ---: |',
     `| relayed events per relay CPU-second | ${n(f.eventsPerGatewayCpuSecond)} | ${n(c.eventsPerGatewayCpuSecond)} | ${r.streamRatios.eventsPerCpuSecond} | ${n(s.eventsPerGatewayCpuSecond)} |`,
-    `| TTFT added p50 / p99 ms | ${f.ttftAddedMs.p50} / ${f.ttftAddedMs.p99} | ${c.ttftAddedMs.p50} / ${c.ttftAddedMs.p99} | ${r.streamRatios.ttftAdded.p50}× / ${r.streamRatios.ttftAdded.p99}× | ${s.ttftAddedMs.p50} / ${s.ttftAddedMs.p99} |`,
+    ...(c.eachRound && f.eachRound
+      ? [
+          `| the same, each round (${c.rounds} each, taking turns) | ${f.eachRound.map((x) => n(x.eventsPerCpuSecond)).join(', ')} | ${c.eachRound.map((x) => n(x.eventsPerCpuSecond)).join(', ')} | | |`,
+        ]
+      : []),
+    `| TTFT added p50 / p99 ms${c.rounds ? ' (mean of the rounds)' : ''} | ${f.ttftAddedMs.p50} / ${f.ttftAddedMs.p99} | ${c.ttftAddedMs.p50} / ${c.ttftAddedMs.p99} | ${r.streamRatios.ttftAdded.p50}× / ${r.streamRatios.ttftAdded.p99}× | ${s.ttftAddedMs.p50} / ${s.ttftAddedMs.p99} |`,
     `| inter-token p99 ms (direct ${f.interTokenP99Ms.direct}) | ${f.interTokenP99Ms.gateway} | ${c.interTokenP99Ms.gateway} | | ${s.interTokenP99Ms.gateway} |`,
     `| KB per open stream | ${f.gatewayRssPerStreamKB} | ${c.gatewayRssPerStreamKB} | | ${s.gatewayRssPerStreamKB} |`,
     `| errors | ${f.errors} | ${c.errors} | | ${s.errors} |`,

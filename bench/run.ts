@@ -27,6 +27,8 @@ const WARM_UP_SECONDS = QUICK ? 2 : 5;
 /** Long enough (>= 10 s at 50 tokens/s) that opening the streams does not dominate, quick or not. */
 const STREAM_TOKENS = QUICK ? 500 : 750;
 const STREAM_COUNT = 256;
+/** Rounds of the 256-stream case through each of the gateway and the floor relay, taking turns. */
+const STREAM_ROUNDS = QUICK ? 1 : 2;
 /** The burst: this many streams opened at once on one worker, through the default admission limits. */
 const BURST_STREAMS = 2000;
 const BURST_TOKENS = 100;
@@ -46,6 +48,14 @@ interface StreamResult {
   peakOpen: number;
   errors: number;
   errorKinds: Record<string, number>;
+  events: number;
+  cpuSeconds: number;
+  rounds?: number;
+  eachRound?: {
+    eventsPerCpuSecond: number;
+    ttftAddedMs: { p50: number; p99: number };
+    rssPerStreamKB: number;
+  }[];
 }
 
 async function streamCase(
@@ -97,7 +107,43 @@ async function streamCase(
       peakOpen: through.peakOpen,
       errors: through.errors,
       errorKinds: through.errorKinds,
+      events: through.events,
+      cpuSeconds: round(cpu, 2),
     },
+  };
+}
+
+/** Rounds of one stream case as one: events per CPU-second over all of them, the means of the rest. */
+function combine(rounds: StreamResult[]): StreamResult {
+  const mean = (f: (r: StreamResult) => number) =>
+    round(rounds.reduce((sum, r) => sum + f(r), 0) / rounds.length);
+  const events = rounds.reduce((sum, r) => sum + r.events, 0);
+  const cpu = rounds.reduce((sum, r) => sum + r.cpuSeconds, 0);
+  const errorKinds: Record<string, number> = {};
+  for (const r of rounds)
+    for (const [k, v] of Object.entries(r.errorKinds)) errorKinds[k] = (errorKinds[k] ?? 0) + v;
+  return {
+    streams: rounds[0]!.streams,
+    rounds: rounds.length,
+    ttftAddedMs: { p50: mean((r) => r.ttftAddedMs.p50), p99: mean((r) => r.ttftAddedMs.p99) },
+    interTokenP99Ms: {
+      direct: mean((r) => r.interTokenP99Ms.direct),
+      gateway: mean((r) => r.interTokenP99Ms.gateway),
+      added: mean((r) => r.interTokenP99Ms.added),
+    },
+    gatewayCpuSecondsPer1000Events: round((cpu / events) * 1000, 4),
+    eventsPerGatewayCpuSecond: Math.round(events / cpu),
+    gatewayRssPerStreamKB: mean((r) => r.gatewayRssPerStreamKB),
+    peakOpen: Math.max(...rounds.map((r) => r.peakOpen)),
+    errors: rounds.reduce((sum, r) => sum + r.errors, 0),
+    errorKinds,
+    events,
+    cpuSeconds: round(cpu, 2),
+    eachRound: rounds.map((r) => ({
+      eventsPerCpuSecond: r.eventsPerGatewayCpuSecond,
+      ttftAddedMs: r.ttftAddedMs,
+      rssPerStreamKB: r.gatewayRssPerStreamKB,
+    })),
   };
 }
 
@@ -184,24 +230,36 @@ async function main(): Promise<void> {
     // 2. Streams at 50 tokens/s, one SSE event per token: direct, chat completions through the
     // gateway and the floor relay, and Responses through the gateway.
     const chatBody = chat('slow', { stream: true, max_tokens: STREAM_TOKENS });
-    const c = await streamCase(
-      gateway,
-      slow,
-      STREAM_COUNT,
-      '/v1/chat/completions',
-      chatBody,
-      '"content":" ',
-      undefined,
-    );
-    const f = await streamCase(
-      slowFloor,
-      slow,
-      STREAM_COUNT,
-      '/v1/chat/completions',
-      chatBody,
-      '"content":" ',
-      c.direct,
-    );
+    // The gateway and the floor relay take turns (STREAM_ROUNDS each), so that a shared machine's
+    // load, which drifts over a run, weighs on both alike.
+    let direct: StreamRun | undefined;
+    const chatRounds: StreamResult[] = [];
+    const floorRounds: StreamResult[] = [];
+    for (let n = 0; n < STREAM_ROUNDS; n++) {
+      const g = await streamCase(
+        gateway,
+        slow,
+        STREAM_COUNT,
+        '/v1/chat/completions',
+        chatBody,
+        '"content":" ',
+        direct,
+      );
+      direct = g.direct;
+      chatRounds.push(g.result);
+      const fl = await streamCase(
+        slowFloor,
+        slow,
+        STREAM_COUNT,
+        '/v1/chat/completions',
+        chatBody,
+        '"content":" ',
+        direct,
+      );
+      floorRounds.push(fl.result);
+    }
+    const c = { result: combine(chatRounds), direct: direct! };
+    const f = { result: combine(floorRounds) };
     const responsesBody = JSON.stringify({
       model: 'slow',
       input: prompt,
