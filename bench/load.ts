@@ -55,6 +55,10 @@ export interface StreamRun {
   events: number;
   errors: number;
   seconds: number;
+  /** The most streams open (answered 200, not yet ended) at one time. */
+  peakOpen: number;
+  /** Errors by kind: an HTTP status, or the error code of a request that failed. */
+  errorKinds: Record<string, number>;
 }
 
 const BLANK_LINE = Buffer.from('\n\n');
@@ -76,10 +80,18 @@ export async function streams(
   const interEventMs: number[] = [];
   let events = 0;
   let errors = 0;
+  let open = 0;
+  let peakOpen = 0;
+  const errorKinds: Record<string, number> = {};
+  const failed = (kind: string) => {
+    errors++;
+    errorKinds[kind] = (errorKinds[kind] ?? 0) + 1;
+  };
   const marker = Buffer.from(firstTokenMarker);
   const started = performance.now();
   const one = async () => {
     const t0 = performance.now();
+    let opened = false;
     try {
       const res = await pool.request({
         method: 'POST',
@@ -88,10 +100,13 @@ export async function streams(
         body,
       });
       if (res.statusCode !== 200) {
-        errors++;
+        failed(String(res.statusCode));
         await res.body.arrayBuffer();
         return;
       }
+      opened = true;
+      open++;
+      if (open > peakOpen) peakOpen = open;
       let last = -1;
       for await (const chunk of res.body) {
         const buf = chunk as Buffer;
@@ -113,14 +128,16 @@ export async function streams(
           last = now;
         }
       }
-    } catch {
-      errors++;
+    } catch (err) {
+      failed((err as { code?: string }).code ?? 'error');
+    } finally {
+      if (opened) open--;
     }
   };
   await Promise.all(Array.from({ length: count }, one));
   const seconds = (performance.now() - started) / 1000;
   await pool.close();
-  return { ttftMs, interEventMs, events, errors, seconds };
+  return { ttftMs, interEventMs, events, errors, seconds, peakOpen, errorKinds };
 }
 
 export function summarize(values: readonly number[]): { p50: number; p99: number } {

@@ -1,7 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 
-const CLI = new URL('../dist/cli/main.js', import.meta.url).pathname;
+/** The gateway's CLI: the build, or another build to compare (`SLUICE_BENCH_CLI=<path to main.js>`). */
+const CLI = process.env.SLUICE_BENCH_CLI ?? new URL('../dist/cli/main.js', import.meta.url).pathname;
 const FLOOR_RELAY = new URL('./floor-relay.ts', import.meta.url).pathname;
 
 export interface Proc {
@@ -20,12 +21,12 @@ export function startCli(
 }
 
 /** Starts the floor relay (bench/floor-relay.ts) in front of `upstream`. */
-export function startFloorRelay(upstream: string): Promise<Proc> {
-  return startNode(['--import', 'tsx', FLOOR_RELAY, new URL(upstream).origin]);
+export function startFloorRelay(upstream: string, nodeArgs: string[] = []): Promise<Proc> {
+  return startNode([...nodeArgs, '--import', 'tsx', FLOOR_RELAY, new URL(upstream).origin]);
 }
 
 /** Starts `node <args>` and resolves with the URL it prints (`"url":"..."`) when listening. */
-function startNode(args: string[], env: Record<string, string> = {}): Promise<Proc> {
+export function startNode(args: string[], env: Record<string, string> = {}): Promise<Proc> {
   const child = spawn(process.execPath, args, {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...env },

@@ -10,6 +10,7 @@ import { stringify } from 'yaml';
 import { closedLoop, type RequestRun, type StreamRun, streams, summarize } from './load.js';
 import { cpuSeconds, type Proc, rssBytes, startCli, startFloorRelay, stop } from './processes.js';
 import { type ProfileSummary, summarizeProfile } from './profile-summary.js';
+import { type BenchReport, markdownReport } from './report.js';
 import { radixLookupMicros, routingDecisionMicros } from './routing-decision.js';
 import { round } from './stats.js';
 
@@ -17,14 +18,20 @@ const QUICK = process.argv.includes('--quick');
 /** Runs the gateway under `node --cpu-prof` and summarizes where its CPU went (slower: figures are not comparable). */
 const PROFILE = process.argv.includes('--profile');
 const PROFILE_DIR = new URL('./results/profiles/', import.meta.url).pathname;
-const SECONDS = QUICK ? 2 : 5;
+const SECONDS = QUICK ? 3 : 5;
 /**
  * Before each measured non-streaming run. The gateway's JIT takes thousands of requests to
  * settle: at concurrency 1 its CPU per request still falls by half over the first 20 s.
  */
-const WARM_UP_SECONDS = QUICK ? 1 : 5;
-const STREAM_TOKENS = QUICK ? 50 : 150; // 3 s per stream at 50 tokens/s
-const STREAM_COUNTS = QUICK ? [64, 256] : [256, 1024];
+const WARM_UP_SECONDS = QUICK ? 2 : 5;
+/** Long enough (>= 10 s at 50 tokens/s) that opening the streams does not dominate, quick or not. */
+const STREAM_TOKENS = QUICK ? 500 : 750;
+const STREAM_COUNT = 256;
+/** Rounds of the 256-stream case through each of the gateway and the floor relay, taking turns. */
+const STREAM_ROUNDS = QUICK ? 1 : 2;
+/** The burst: this many streams opened at once on one worker, through the default admission limits. */
+const BURST_STREAMS = 2000;
+const BURST_TOKENS = 100;
 
 const prompt = 'x'.repeat(1000);
 const chat = (model: string, extra: Record<string, unknown> = {}) =>
@@ -37,11 +44,22 @@ interface StreamResult {
   gatewayCpuSecondsPer1000Events: number;
   eventsPerGatewayCpuSecond: number;
   gatewayRssPerStreamKB: number;
+  /** Streams that were open (answered 200 and not yet ended) at the same time, at the peak. */
+  peakOpen: number;
   errors: number;
+  errorKinds: Record<string, number>;
+  events: number;
+  cpuSeconds: number;
+  rounds?: number;
+  eachRound?: {
+    eventsPerCpuSecond: number;
+    ttftAddedMs: { p50: number; p99: number };
+    rssPerStreamKB: number;
+  }[];
 }
 
 async function streamCase(
-  gateway: Proc,
+  target: Proc,
   worker: Proc,
   count: number,
   path: string,
@@ -50,43 +68,92 @@ async function streamCase(
   direct: StreamRun | undefined,
 ): Promise<{ result: StreamResult; direct: StreamRun }> {
   const workerOrigin = new URL(worker.url).origin;
-  const gatewayOrigin = new URL(gateway.url).origin;
+  const targetOrigin = new URL(target.url).origin;
   const baseline =
-    direct ??
-    (await streams(
-      workerOrigin,
-      '/v1/chat/completions',
-      chat('slow', { stream: true, max_tokens: STREAM_TOKENS }),
-      count,
-      '"content":" ',
-    ));
-  // Memory per open stream: the peak while the streams are open (sampled every 200 ms) over the
-  // relay's memory just before (which still holds what earlier cases grew: a lower bound).
-  const idleRss = rssBytes(gateway.pid);
+    direct ?? (await streams(workerOrigin, '/v1/chat/completions', body, count, '"content":" '));
+  // A few short streams first, alike for every target: a process's first streams run cold code.
+  await streams(
+    targetOrigin,
+    path,
+    body.replace(/"max_(output_)?tokens":\d+/, '"max_$1tokens":10'),
+    16,
+    marker,
+  );
+  // Memory per open stream: the peak while the streams are open (sampled every 100 ms) over the
+  // process's memory just before (which still holds what earlier cases grew: a lower bound).
+  const idleRss = rssBytes(target.pid);
   let peakRss = idleRss;
   const sampler = setInterval(() => {
-    peakRss = Math.max(peakRss, rssBytes(gateway.pid));
-  }, 200);
-  const cpuBefore = cpuSeconds(gateway.pid);
-  const viaGateway = await streams(gatewayOrigin, path, body, count, marker);
+    peakRss = Math.max(peakRss, rssBytes(target.pid));
+  }, 100);
+  const cpuBefore = cpuSeconds(target.pid);
+  const through = await streams(targetOrigin, path, body, count, marker);
   clearInterval(sampler);
-  const cpu = cpuSeconds(gateway.pid) - cpuBefore;
+  peakRss = Math.max(peakRss, rssBytes(target.pid));
+  const cpu = cpuSeconds(target.pid) - cpuBefore;
   const d = summarize(baseline.ttftMs);
-  const g = summarize(viaGateway.ttftMs);
+  const g = summarize(through.ttftMs);
   const dItl = summarize(baseline.interEventMs).p99;
-  const gItl = summarize(viaGateway.interEventMs).p99;
+  const gItl = summarize(through.interEventMs).p99;
   return {
     direct: baseline,
     result: {
       streams: count,
       ttftAddedMs: { p50: round(g.p50 - d.p50), p99: round(g.p99 - d.p99) },
       interTokenP99Ms: { direct: round(dItl), gateway: round(gItl), added: round(gItl - dItl) },
-      gatewayCpuSecondsPer1000Events: round((cpu / viaGateway.events) * 1000, 4),
-      eventsPerGatewayCpuSecond: Math.round(viaGateway.events / cpu),
+      gatewayCpuSecondsPer1000Events: round((cpu / through.events) * 1000, 4),
+      eventsPerGatewayCpuSecond: Math.round(through.events / cpu),
       gatewayRssPerStreamKB: round((peakRss - idleRss) / count / 1024, 1),
-      errors: viaGateway.errors + baseline.errors,
+      peakOpen: through.peakOpen,
+      errors: through.errors,
+      errorKinds: through.errorKinds,
+      events: through.events,
+      cpuSeconds: round(cpu, 2),
     },
   };
+}
+
+/** Rounds of one stream case as one: events per CPU-second over all of them, the means of the rest. */
+function combine(rounds: StreamResult[]): StreamResult {
+  const mean = (f: (r: StreamResult) => number) =>
+    round(rounds.reduce((sum, r) => sum + f(r), 0) / rounds.length);
+  const events = rounds.reduce((sum, r) => sum + r.events, 0);
+  const cpu = rounds.reduce((sum, r) => sum + r.cpuSeconds, 0);
+  const errorKinds: Record<string, number> = {};
+  for (const r of rounds)
+    for (const [k, v] of Object.entries(r.errorKinds)) errorKinds[k] = (errorKinds[k] ?? 0) + v;
+  return {
+    streams: rounds[0]!.streams,
+    rounds: rounds.length,
+    ttftAddedMs: { p50: mean((r) => r.ttftAddedMs.p50), p99: mean((r) => r.ttftAddedMs.p99) },
+    interTokenP99Ms: {
+      direct: mean((r) => r.interTokenP99Ms.direct),
+      gateway: mean((r) => r.interTokenP99Ms.gateway),
+      added: mean((r) => r.interTokenP99Ms.added),
+    },
+    gatewayCpuSecondsPer1000Events: round((cpu / events) * 1000, 4),
+    eventsPerGatewayCpuSecond: Math.round(events / cpu),
+    gatewayRssPerStreamKB: mean((r) => r.gatewayRssPerStreamKB),
+    peakOpen: Math.max(...rounds.map((r) => r.peakOpen)),
+    errors: rounds.reduce((sum, r) => sum + r.errors, 0),
+    errorKinds,
+    events,
+    cpuSeconds: round(cpu, 2),
+    eachRound: rounds.map((r) => ({
+      eventsPerCpuSecond: r.eventsPerGatewayCpuSecond,
+      ttftAddedMs: r.ttftAddedMs,
+      rssPerStreamKB: r.gatewayRssPerStreamKB,
+    })),
+  };
+}
+
+interface NonStreamingRow {
+  concurrency: number;
+  /** CPU of each relay's own process per request, from /proc/<pid>/stat. */
+  cpuMicrosPerRequest: { gateway: number; floor: number; ratio: number };
+  addedMs: { gateway: { p50: number; p99: number }; floor: { p50: number; p99: number } };
+  rps: { direct: number; gateway: number; floor: number };
+  errors: number;
 }
 
 async function main(): Promise<void> {
@@ -103,16 +170,14 @@ async function main(): Promise<void> {
     '16',
   ]);
   const slow = await startCli(['mock-worker', '--port', '0', '--model', 'slow', '--tokens-per-second', '50']);
-  // The mock workers have no capacity limit: the gateway's per-worker admission (default 256
-  // in flight) must not queue the benchmark's 1024 streams, or TTFT would measure the queue.
+  // The gateway runs with the default admission limits (per worker: 256 in flight, the rest
+  // queued): the 256-stream case fits in them; the burst case is queued by them.
   const configFile = join(mkdtempSync(join(tmpdir(), 'sluice-bench-')), 'sluice.yaml');
   writeFileSync(
     configFile,
     stringify({
-      workerDefaults: { maxConcurrent: 4096, queueSize: 4096 },
       workers: [{ url: fast.url }, { url: slow.url }],
       storage: { kind: 'none' },
-      timeouts: { headersMs: 120_000 },
     }),
   );
   const gateway = await startCli(
@@ -123,88 +188,134 @@ async function main(): Promise<void> {
   const [fastFloor, slowFloor] = await Promise.all([startFloorRelay(fast.url), startFloorRelay(slow.url)]);
   const results: Record<string, unknown> = {};
   try {
-    // 1. Non-streaming, 1 KB prompt: direct, through the gateway, and through the floor relay.
-    const nonStreaming: Record<string, unknown> = {};
-    const targets = {
-      direct: new URL(fast.url).origin,
-      gateway: new URL(gateway.url).origin,
-      floor: new URL(fastFloor.url).origin,
+    // 1. Non-streaming, 1 KB prompt: direct, through the gateway, and through the floor relay,
+    // each relay's CPU per request read from its own process.
+    const nonStreaming: Record<string, NonStreamingRow> = {};
+    const targets: Record<string, { origin: string; pid: number | undefined }> = {
+      direct: { origin: new URL(fast.url).origin, pid: undefined },
+      gateway: { origin: new URL(gateway.url).origin, pid: gateway.pid },
+      floor: { origin: new URL(fastFloor.url).origin, pid: fastFloor.pid },
     };
     for (const concurrency of [1, 64]) {
       const body = chat('fast', { max_tokens: 16 });
       const runs: Record<string, RequestRun> = {};
-      for (const [name, origin] of Object.entries(targets)) {
+      const cpu: Record<string, number> = {};
+      for (const [name, { origin, pid }] of Object.entries(targets)) {
         await closedLoop(origin, '/v1/chat/completions', body, concurrency, WARM_UP_SECONDS);
+        const before = pid === undefined ? 0 : cpuSeconds(pid);
         runs[name] = await closedLoop(origin, '/v1/chat/completions', body, concurrency, SECONDS);
+        if (pid !== undefined) cpu[name] = cpuSeconds(pid) - before;
       }
-      const rps = (run: RequestRun) => run.requests / run.seconds;
+      const rps = (run: RequestRun) => Math.round(run.requests / run.seconds);
+      const micros = (name: string) => round((cpu[name]! / runs[name]!.requests) * 1e6, 1);
       const d = summarize(runs.direct!.latenciesMs);
-      const g = summarize(runs.gateway!.latenciesMs);
-      const f = summarize(runs.floor!.latenciesMs);
+      const added = (name: string) => {
+        const s = summarize(runs[name]!.latenciesMs);
+        return { p50: round(s.p50 - d.p50), p99: round(s.p99 - d.p99) };
+      };
       nonStreaming[`c${concurrency}`] = {
         concurrency,
-        directMs: { p50: round(d.p50), p99: round(d.p99) },
-        gatewayMs: { p50: round(g.p50), p99: round(g.p99) },
-        addedMs: { p50: round(g.p50 - d.p50), p99: round(g.p99 - d.p99) },
-        rps: { direct: Math.round(rps(runs.direct!)), gateway: Math.round(rps(runs.gateway!)) },
-        rpsRatio: round(rps(runs.gateway!) / rps(runs.direct!)),
-        floor: {
-          addedMs: { p50: round(f.p50 - d.p50), p99: round(f.p99 - d.p99) },
-          rps: Math.round(rps(runs.floor!)),
-          rpsRatio: round(rps(runs.floor!) / rps(runs.direct!)),
+        cpuMicrosPerRequest: {
+          gateway: micros('gateway'),
+          floor: micros('floor'),
+          ratio: round(micros('gateway') / micros('floor'), 2),
         },
+        addedMs: { gateway: added('gateway'), floor: added('floor') },
+        rps: { direct: rps(runs.direct!), gateway: rps(runs.gateway!), floor: rps(runs.floor!) },
         errors: Object.values(runs).reduce((sum, run) => sum + run.errors, 0),
       };
     }
     results.nonStreaming = nonStreaming;
 
-    // 2 and 3. Streams at 50 tokens/s, one SSE event per token: chat completions, then Responses.
-    const chatStreams: StreamResult[] = [];
-    const responseStreams: StreamResult[] = [];
-    const floorStreams: StreamResult[] = [];
-    for (const count of STREAM_COUNTS) {
-      const chatBody = chat('slow', { stream: true, max_tokens: STREAM_TOKENS });
-      const c = await streamCase(
+    // 2. Streams at 50 tokens/s, one SSE event per token: direct, chat completions through the
+    // gateway and the floor relay, and Responses through the gateway.
+    const chatBody = chat('slow', { stream: true, max_tokens: STREAM_TOKENS });
+    // The gateway and the floor relay take turns (STREAM_ROUNDS each), so that a shared machine's
+    // load, which drifts over a run, weighs on both alike.
+    let direct: StreamRun | undefined;
+    const chatRounds: StreamResult[] = [];
+    const floorRounds: StreamResult[] = [];
+    for (let n = 0; n < STREAM_ROUNDS; n++) {
+      const g = await streamCase(
         gateway,
         slow,
-        count,
+        STREAM_COUNT,
         '/v1/chat/completions',
         chatBody,
         '"content":" ',
-        undefined,
+        direct,
       );
-      chatStreams.push(c.result);
-      const responsesBody = JSON.stringify({
-        model: 'slow',
-        input: prompt,
-        stream: true,
-        store: false,
-        max_output_tokens: STREAM_TOKENS,
-      });
-      const r = await streamCase(
-        gateway,
-        slow,
-        count,
-        '/v1/responses',
-        responsesBody,
-        'response.output_text.delta',
-        c.direct,
-      );
-      responseStreams.push(r.result);
-      const f = await streamCase(
+      direct = g.direct;
+      chatRounds.push(g.result);
+      const fl = await streamCase(
         slowFloor,
         slow,
-        count,
+        STREAM_COUNT,
         '/v1/chat/completions',
         chatBody,
         '"content":" ',
-        c.direct,
+        direct,
       );
-      floorStreams.push(f.result);
+      floorRounds.push(fl.result);
     }
-    results.floorStreams = floorStreams;
-    results.chatStreams = chatStreams;
-    results.responseStreams = responseStreams;
+    const c = { result: combine(chatRounds), direct: direct! };
+    const f = { result: combine(floorRounds) };
+    const responsesBody = JSON.stringify({
+      model: 'slow',
+      input: prompt,
+      stream: true,
+      store: false,
+      max_output_tokens: STREAM_TOKENS,
+    });
+    const r = await streamCase(
+      gateway,
+      slow,
+      STREAM_COUNT,
+      '/v1/responses',
+      responsesBody,
+      'response.output_text.delta',
+      c.direct,
+    );
+    results.streamSeconds = STREAM_TOKENS / 50;
+    results.floorStreams = f.result;
+    results.chatStreams = c.result;
+    results.responseStreams = r.result;
+    results.streamRatios = {
+      eventsPerCpuSecond: round(c.result.eventsPerGatewayCpuSecond / f.result.eventsPerGatewayCpuSecond, 2),
+      ttftAdded: {
+        p50: round(c.result.ttftAddedMs.p50 / f.result.ttftAddedMs.p50, 2),
+        p99: round(c.result.ttftAddedMs.p99 / f.result.ttftAddedMs.p99, 2),
+      },
+    };
+
+    // 3. The burst: 2,000 chat streams opened at once on the one slow worker.
+    const burstBody = chat('slow', { stream: true, max_tokens: BURST_TOKENS });
+    const burstDirect = await streams(
+      new URL(slow.url).origin,
+      '/v1/chat/completions',
+      burstBody,
+      BURST_STREAMS,
+      '"content":" ',
+    );
+    const bg = await streamCase(
+      gateway,
+      slow,
+      BURST_STREAMS,
+      '/v1/chat/completions',
+      burstBody,
+      '"content":" ',
+      burstDirect,
+    );
+    const bf = await streamCase(
+      slowFloor,
+      slow,
+      BURST_STREAMS,
+      '/v1/chat/completions',
+      burstBody,
+      '"content":" ',
+      burstDirect,
+    );
+    results.burst = { streams: BURST_STREAMS, tokens: BURST_TOKENS, gateway: bg.result, floor: bf.result };
 
     // 4. Routing decision time.
     results.cacheAwareDecisionMicros = Object.fromEntries(
@@ -235,52 +346,8 @@ async function main(): Promise<void> {
   mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
   const file = new URL(`./results/${report.date.replace(/[:.]/g, '-')}.json`, import.meta.url);
   writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
-  printTable(report);
-  console.log(`\nwritten ${file.pathname}`);
-}
-
-function printTable(report: Record<string, unknown>): void {
-  const ns = report.nonStreaming as Record<
-    string,
-    {
-      concurrency: number;
-      addedMs: { p50: number; p99: number };
-      rps: { direct: number; gateway: number };
-      rpsRatio: number;
-      floor: { addedMs: { p50: number; p99: number }; rps: number; rpsRatio: number };
-    }
-  >;
-  console.log(`sluice bench ${report.date} (${JSON.stringify(report.machine)})`);
-  console.log(
-    '\nnon-streaming chat, 1 KB prompt      added p50 ms  added p99 ms  rps direct  rps gateway  ratio',
-  );
-  for (const row of Object.values(ns)) {
-    console.log(
-      `  concurrency ${String(row.concurrency).padEnd(24)}${String(row.addedMs.p50).padStart(12)}${String(row.addedMs.p99).padStart(14)}${String(row.rps.direct).padStart(12)}${String(row.rps.gateway).padStart(13)}${String(row.rpsRatio).padStart(7)}`,
-    );
-    console.log(
-      `    floor relay${' '.repeat(25)}${String(row.floor.addedMs.p50).padStart(12)}${String(row.floor.addedMs.p99).padStart(14)}${String(row.rps.direct).padStart(12)}${String(row.floor.rps).padStart(13)}${String(row.floor.rpsRatio).padStart(7)}`,
-    );
-  }
-  for (const [name, rows] of [
-    ['chat streams', report.chatStreams],
-    ['responses streams', report.responseStreams],
-    ['floor relay streams', report.floorStreams],
-  ] as const) {
-    console.log(
-      `\n${name} @50 tok/s   TTFT added p50/p99 ms   ITL p99 direct/gateway ms   events/CPU-s   CPU s/1000 ev   KB/stream  errors`,
-    );
-    for (const row of rows as StreamResult[]) {
-      console.log(
-        `  ${String(row.streams).padEnd(20)}${`${row.ttftAddedMs.p50} / ${row.ttftAddedMs.p99}`.padStart(22)}${`${row.interTokenP99Ms.direct} / ${row.interTokenP99Ms.gateway}`.padStart(28)}${String(row.eventsPerGatewayCpuSecond).padStart(15)}${String(row.gatewayCpuSecondsPer1000Events).padStart(16)}${String(row.gatewayRssPerStreamKB).padStart(11)}${String(row.errors).padStart(8)}`,
-      );
-    }
-  }
-  const routing = report.cacheAwareDecisionMicros as { p50: number; p99: number };
-  console.log(`\ncache_aware decision, 10k prefixes: p50 ${routing.p50} µs, p99 ${routing.p99} µs`);
-  const lookup = report.radixLookupMicros as { p50: number; p99: number };
-  console.log(`radix tree lookup, 1 KB among 10k prompts: p50 ${lookup.p50} µs, p99 ${lookup.p99} µs`);
-  const profile = report.gatewayProfile as ProfileSummary | undefined;
+  console.log(markdownReport(report as unknown as BenchReport));
+  const profile = results.gatewayProfile as ProfileSummary | undefined;
   if (profile) {
     console.log(`\ngateway CPU profile (${profile.busyMs} ms on CPU; ${profile.file}), % of busy time:`);
     console.log(
@@ -291,6 +358,7 @@ function printTable(report: Record<string, unknown>): void {
     for (const { fn, share } of profile.topFunctions) console.log(`  ${String(share).padStart(5)}  ${fn}`);
     console.log('  (figures of a profiled run are slowed by the profiler: compare them with care)');
   }
+  console.log(`\nwritten ${file.pathname}`);
 }
 
 await main();

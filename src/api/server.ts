@@ -26,6 +26,16 @@ import { responseRoutes } from './routes/responses.js';
 import { responseCompactRoutes } from './routes/responses-compact.js';
 import { responseWebSocketRoutes } from './routes/responses-websocket.js';
 
+declare module 'fastify' {
+  interface FastifyRequest {
+    /**
+     * The text of an `application/json` body as the client sent it (undefined for other
+     * bodies): the generation routes forward it upstream as it is when they change nothing.
+     */
+    rawJson: string | undefined;
+  }
+}
+
 const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
 
 /** A client's X-Request-Id is kept when it is a sane token; otherwise the gateway makes one. */
@@ -133,6 +143,7 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
   // Plain JSON.parse: the body is only read and forwarded, never merged into other objects, so
   // the prototype-poisoning scan of fastify's default parser buys nothing on this hot path.
   app.removeAllContentTypeParsers();
+  app.decorateRequest('rawJson', undefined);
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     try {
       const text = body as string;
@@ -151,6 +162,7 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
         );
         return;
       }
+      request.rawJson = text;
       done(null, parsed);
     } catch (err) {
       (err as { statusCode?: number }).statusCode = 400;

@@ -180,7 +180,7 @@ export const configSchema = z.strictObject({
     .prefault({}),
   workerDefaults: workerLimitsSchema
     .partial()
-    .transform((l) => ({ maxConcurrent: 256, queueSize: 1024, queueTimeoutMs: 30_000, ...l }))
+    .transform((l) => ({ maxConcurrent: 256, queueSize: 4096, queueTimeoutMs: 30_000, ...l }))
     .prefault({}),
   /** Where the gateway keeps its files (the SQLite database, the embedded model). */
   dataDir: z.string().min(1).default(join(homedir(), '.sluice')),

@@ -4,6 +4,7 @@ import type { AttemptTrace } from '../observability/tracing.js';
 import type { EngineStream } from '../streams/engine-stream.js';
 import type { RequestRegistry } from '../streams/request-registry.js';
 import type { Worker } from '../workers/worker.js';
+import { Cancellation } from './cancellation.js';
 
 /**
  * How an attempt ended, as far as the circuit breakers are concerned: `worker_failure` is the
@@ -17,7 +18,8 @@ export type AttemptOutcome = 'success' | 'worker_failure' | 'model_failure' | 'n
  * concurrency slot and data-parallel rank until `release`, which is idempotent.
  */
 export class Attempt {
-  readonly controller = new AbortController();
+  /** Aborts the upstream request (a Cancellation: an AbortController costs more). */
+  readonly controller = new Cancellation();
   readonly startedAt = performance.now();
   stream: EngineStream | undefined;
   /** This attempt's client span (tracing on and the request sampled), ended on release. */

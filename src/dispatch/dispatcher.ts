@@ -12,7 +12,7 @@ import {
 } from '../errors/stream-errors.js';
 import { UpstreamBadResponse, upstreamStatusError } from '../errors/upstream-errors.js';
 import type { Logger } from '../observability/logger.js';
-import type { ApiName, GatewayMetrics } from '../observability/metrics.js';
+import { type ApiName, type GatewayMetrics, seriesObserver } from '../observability/metrics.js';
 import type { RequestTrace, RoutingTrace } from '../observability/tracing.js';
 import type { RouteContext } from '../routing/types.js';
 import { BufferingSink } from '../streams/buffering-sink.js';
@@ -100,7 +100,7 @@ export class Dispatcher {
   /** Opens a stream that has produced its first output chunk. */
   openStream(req: DispatchRequest): Promise<OpenedStream> {
     const timeouts = this.settings.timeouts(req.model);
-    const itl = this.metrics.interTokenLatency.labels({ route: req.api, model: req.model });
+    const itl = seriesObserver(this.metrics.interTokenLatency, { route: req.api, model: req.model });
     return this.withRetries(req, async (attempt) => {
       const response = await this.send(req, attempt, timeouts.headersMs);
       const stream = new EngineStream(response.body, {
@@ -111,7 +111,7 @@ export class Dispatcher {
         maxEventBytes: this.config.limits.maxEventBytes,
         maxPrefaceBytes: this.config.limits.maxPrefaceBytes,
         abortUpstream: (reason) => attempt.controller.abort(reason),
-        onGap: (seconds) => itl.observe(seconds),
+        onGap: itl,
       });
       attempt.stream = stream;
       const sink = new BufferingSink();
@@ -450,25 +450,36 @@ async function readLimited(body: UndiciDispatcher.ResponseData['body'], limit: n
 /** Thrown by readBounded past its limit. */
 class BodyTooLarge extends Error {}
 
-/** Reads a whole body, refusing (before buffering it) one larger than `limit` bytes. */
-async function readBounded(response: UndiciDispatcher.ResponseData, limit: number): Promise<Buffer> {
+/**
+ * Reads a whole body, refusing (before buffering it) one larger than `limit` bytes. With
+ * listeners, not `for await`: an async iterator per answer costs more than the read itself.
+ */
+function readBounded(response: UndiciDispatcher.ResponseData, limit: number): Promise<Buffer> {
+  const body = response.body;
   const declared = Number(response.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) {
-    response.body.destroy();
-    throw new BodyTooLarge();
+    body.destroy();
+    return Promise.reject(new BodyTooLarge());
   }
-  const parts: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of response.body) {
-    const buf = chunk as Buffer;
-    size += buf.length;
-    if (size > limit) {
-      response.body.destroy();
-      throw new BodyTooLarge();
-    }
-    parts.push(buf);
-  }
-  return Buffer.concat(parts, size);
+  return new Promise((resolve, reject) => {
+    const parts: Buffer[] = [];
+    let size = 0;
+    body.on('data', (buf: Buffer) => {
+      size += buf.length;
+      if (size > limit) {
+        reject(new BodyTooLarge());
+        body.destroy();
+        return;
+      }
+      parts.push(buf);
+    });
+    body.once('end', () => resolve(parts.length === 1 ? parts[0]! : Buffer.concat(parts, size)));
+    body.once('error', reject);
+    // Destroyed without an error: no 'end' will come (what `for await` reports as a premature close).
+    body.once('close', () =>
+      reject(Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' })),
+    );
+  });
 }
 
 /** A non-streaming answer whose choice ended with an abort, an error or no known finish reason. */

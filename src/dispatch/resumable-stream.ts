@@ -210,7 +210,9 @@ export class ResumableStream {
     const piece =
       typeof delta?.content === 'string' ? delta.content : typeof choice.text === 'string' ? choice.text : '';
     if (piece.length > 0) {
-      this.text += piece;
+      // The text is kept only for a continuation: without a plan, a long stream would hold
+      // every token's string (a rope of them) until it ends, for nothing.
+      if (this.plan) this.text += piece;
       this.tokensThisAttempt++;
     }
     if (Array.isArray(delta?.tool_calls) && delta.tool_calls.length > 0)

@@ -1,5 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
+import { Cancellation } from '../../dispatch/cancellation.js';
 import { ResumableStream } from '../../dispatch/resumable-stream.js';
 import { ClientDisconnected, GatewayShuttingDown, InvalidRequest } from '../../errors/http-errors.js';
 import type { ApiName } from '../../observability/metrics.js';
@@ -72,7 +73,7 @@ function headerValue(request: FastifyRequest, name: string): string | undefined 
 
 /** Watches the client connection: aborted when it closes before the response has ended. */
 function clientSignal(reply: FastifyReply): AbortSignal {
-  const controller = new AbortController();
+  const controller = new Cancellation();
   reply.raw.once('close', () => {
     if (!reply.raw.writableFinished) controller.abort(new ClientDisconnected());
   });
@@ -132,8 +133,9 @@ async function serve<
       api: kind.api,
       path: kind.path,
       model: body.model,
-      // The client's own JSON goes upstream: every engine-specific parameter passes through.
-      payload: JSON.stringify(upstreamBody),
+      // The client's own JSON goes upstream: every engine-specific parameter passes through,
+      // as the very text the client sent when the gateway adds nothing to it.
+      payload: forceUsage || request.rawJson === undefined ? JSON.stringify(upstreamBody) : request.rawJson,
       stream: body.stream === true,
       requestId: request.id,
       route,

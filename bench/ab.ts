@@ -1,0 +1,61 @@
+/**
+ * Compares two builds of the gateway on non-streaming chat, interleaved so that a shared,
+ * noisy machine weighs on both alike: `tsx bench/ab.ts <a/cli/main.js> <b/cli/main.js> [seconds] [concurrency]`.
+ * Starts one mock worker and a gateway from each build, then alternates 1 s slices of closed-loop
+ * load between them; prints each one's CPU per request (from /proc/<pid>/stat) and the ratio.
+ */
+import { mkdtempSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { closedLoop } from './load.js';
+import { cpuSeconds, type Proc, startCli, startNode, stop } from './processes.js';
+
+const [a, b] = [process.argv[2], process.argv[3]];
+if (!a || !b) throw new Error('usage: ab.ts <a main.js> <b main.js> [seconds] [concurrency]');
+const seconds = Number(process.argv[4] ?? 20);
+const concurrency = Number(process.argv[5] ?? 64);
+const dir = mkdtempSync(join(tmpdir(), 'sluice-ab-'));
+const worker = await startCli([
+  'mock-worker',
+  '--port',
+  '0',
+  '--model',
+  'm',
+  '--tokens-per-second',
+  '0',
+  '--max-tokens',
+  '16',
+]);
+const configFile = join(dir, 'sluice.yaml');
+writeFileSync(configFile, stringify({ workers: [{ url: worker.url }], storage: { kind: 'none' } }));
+const args = ['serve', '--port', '0', '--config', configFile, '--log-level', 'info'];
+const gateways: Proc[] = [await startNode([a, ...args]), await startNode([b, ...args])];
+const body = JSON.stringify({
+  model: 'm',
+  messages: [{ role: 'user', content: 'x'.repeat(1000) }],
+  max_tokens: 16,
+});
+const totals = gateways.map(() => ({ cpu: 0, requests: 0, errors: 0 }));
+try {
+  for (const g of gateways)
+    await closedLoop(new URL(g.url).origin, '/v1/chat/completions', body, concurrency, 3);
+  for (let s = 0; s < seconds; s++) {
+    for (const [i, g] of gateways.entries()) {
+      const before = cpuSeconds(g.pid);
+      const run = await closedLoop(new URL(g.url).origin, '/v1/chat/completions', body, concurrency, 1);
+      totals[i]!.cpu += cpuSeconds(g.pid) - before;
+      totals[i]!.requests += run.requests;
+      totals[i]!.errors += run.errors;
+    }
+  }
+} finally {
+  await Promise.all([...gateways.map((g) => stop(g)), stop(worker)]);
+}
+const micros = totals.map((t) => (t.cpu / t.requests) * 1e6);
+for (const [i, t] of totals.entries()) {
+  console.log(
+    `${i === 0 ? 'a' : 'b'} ${[a, b][i]}: ${t.requests} requests, ${t.errors} errors, ${micros[i]!.toFixed(1)} µs CPU each`,
+  );
+}
+console.log(`c=${concurrency}: b / a = ${(micros[1]! / micros[0]!).toFixed(3)}`);

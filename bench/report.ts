@@ -1,0 +1,116 @@
+/**
+ * The benchmark's tables in Markdown, written from a run's JSON (what `npm run bench` prints,
+ * and what the README's Performance section shows): `tsx bench/report.ts bench/results/<run>.json`.
+ */
+import { readFileSync } from 'node:fs';
+
+interface Stream {
+  streams: number;
+  ttftAddedMs: { p50: number; p99: number };
+  interTokenP99Ms: { direct: number; gateway: number };
+  eventsPerGatewayCpuSecond: number;
+  gatewayRssPerStreamKB: number;
+  peakOpen: number;
+  errors: number;
+  errorKinds?: Record<string, number>;
+  rounds?: number;
+  eachRound?: {
+    eventsPerCpuSecond: number;
+    ttftAddedMs: { p50: number; p99: number };
+    rssPerStreamKB: number;
+  }[];
+}
+
+export interface BenchReport {
+  date: string;
+  quick: boolean;
+  profiled: boolean;
+  machine: { cpus: number; model: string; memGiB: number; node: string };
+  nonStreaming: Record<
+    string,
+    {
+      concurrency: number;
+      cpuMicrosPerRequest: { gateway: number; floor: number; ratio: number };
+      addedMs: { gateway: { p50: number; p99: number }; floor: { p50: number; p99: number } };
+      rps: { direct: number; gateway: number; floor: number };
+      errors: number;
+    }
+  >;
+  streamSeconds: number;
+  chatStreams: Stream;
+  floorStreams: Stream;
+  responseStreams: Stream;
+  streamRatios: { eventsPerCpuSecond: number; ttftAdded: { p50: number; p99: number } };
+  burst: { streams: number; tokens: number; gateway: Stream; floor: Stream };
+  cacheAwareDecisionMicros: { p50: number; p99: number };
+  radixLookupMicros?: { p50: number; p99: number };
+}
+
+const n = (v: number) => v.toLocaleString('en-US');
+
+const errorsOf = (s: Stream) => {
+  const kinds = Object.entries(s.errorKinds ?? {});
+  return kinds.length === 0
+    ? String(s.errors)
+    : `${s.errors} (${kinds.map(([k, v]) => `${v} × ${k}`).join(', ')})`;
+};
+
+export function markdownReport(r: BenchReport): string {
+  const lines: string[] = [];
+  lines.push(
+    `Run ${r.date}${r.quick ? ' (quick)' : ''}${r.profiled ? ' (profiled)' : ''}: ${r.machine.cpus} × ${r.machine.model}, ${r.machine.memGiB} GiB, Node ${r.machine.node.replace(/^v/, '')}.`,
+    '',
+    '| non-streaming chat, 1 KB prompt | floor relay | gateway | gateway / floor |',
+    '| --- | ---: | ---: | ---: |',
+  );
+  for (const row of Object.values(r.nonStreaming)) {
+    const c = row.cpuMicrosPerRequest;
+    lines.push(
+      `| c=${row.concurrency}: relay CPU µs per request | ${c.floor} | ${c.gateway} | ${c.ratio}× |`,
+      `| c=${row.concurrency}: latency added p50 / p99 ms | ${row.addedMs.floor.p50} / ${row.addedMs.floor.p99} | ${row.addedMs.gateway.p50} / ${row.addedMs.gateway.p99} | |`,
+      `| c=${row.concurrency}: requests/s (direct ${n(row.rps.direct)}) | ${n(row.rps.floor)} | ${n(row.rps.gateway)} | |`,
+    );
+  }
+  const f = r.floorStreams;
+  const c = r.chatStreams;
+  const s = r.responseStreams;
+  lines.push(
+    '',
+    `| ${c.streams} streams at 50 events/s for ${r.streamSeconds} s | floor relay | chat | gateway / floor | responses |`,
+    '| --- | ---: | ---: | ---: | ---: |',
+    `| relayed events per relay CPU-second | ${n(f.eventsPerGatewayCpuSecond)} | ${n(c.eventsPerGatewayCpuSecond)} | ${r.streamRatios.eventsPerCpuSecond} | ${n(s.eventsPerGatewayCpuSecond)} |`,
+    ...(c.eachRound && f.eachRound
+      ? [
+          `| the same, each round (${c.rounds} each, taking turns) | ${f.eachRound.map((x) => n(x.eventsPerCpuSecond)).join(', ')} | ${c.eachRound.map((x) => n(x.eventsPerCpuSecond)).join(', ')} | | |`,
+        ]
+      : []),
+    `| TTFT added p50 / p99 ms${c.rounds ? ' (mean of the rounds)' : ''} | ${f.ttftAddedMs.p50} / ${f.ttftAddedMs.p99} | ${c.ttftAddedMs.p50} / ${c.ttftAddedMs.p99} | ${r.streamRatios.ttftAdded.p50}× / ${r.streamRatios.ttftAdded.p99}× | ${s.ttftAddedMs.p50} / ${s.ttftAddedMs.p99} |`,
+    `| inter-token p99 ms (direct ${f.interTokenP99Ms.direct}) | ${f.interTokenP99Ms.gateway} | ${c.interTokenP99Ms.gateway} | | ${s.interTokenP99Ms.gateway} |`,
+    `| KB per open stream | ${f.gatewayRssPerStreamKB} | ${c.gatewayRssPerStreamKB} | | ${s.gatewayRssPerStreamKB} |`,
+    `| errors | ${f.errors} | ${c.errors} | | ${s.errors} |`,
+  );
+  const b = r.burst;
+  lines.push(
+    '',
+    `| burst: ${n(b.streams)} chat streams opened at once on one worker (${b.tokens} tokens each) | floor relay | gateway (default limits) |`,
+    '| --- | ---: | ---: |',
+    `| errors (not held) | ${errorsOf(b.floor)} | ${errorsOf(b.gateway)} |`,
+    `| most answered streams open at once | ${n(b.floor.peakOpen)} | ${n(b.gateway.peakOpen)} |`,
+    `| KB per stream (peak RSS over idle / ${n(b.streams)}) | ${b.floor.gatewayRssPerStreamKB} | ${b.gateway.gatewayRssPerStreamKB} |`,
+    `| relayed events per relay CPU-second | ${n(b.floor.eventsPerGatewayCpuSecond)} | ${n(b.gateway.eventsPerGatewayCpuSecond)} |`,
+    '',
+    `Cache-aware routing decision, 10k prefixes: p50 ${r.cacheAwareDecisionMicros.p50} µs, p99 ${r.cacheAwareDecisionMicros.p99} µs.`,
+    ...(r.radixLookupMicros
+      ? [
+          `Radix tree lookup, a 1 KB prompt among 10k: p50 ${r.radixLookupMicros.p50} µs, p99 ${r.radixLookupMicros.p99} µs.`,
+        ]
+      : []),
+  );
+  return lines.join('\n');
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const file = process.argv[2];
+  if (!file) throw new Error('usage: tsx bench/report.ts bench/results/<run>.json');
+  console.log(markdownReport(JSON.parse(readFileSync(file, 'utf8')) as BenchReport));
+}
