@@ -4,12 +4,10 @@ import { readFileSync } from 'node:fs';
  * The dashboard page: one self-contained HTML document (inline style and script, no external
  * asset), plotting by hand in SVG. It reads `key` from its own URL and passes it on to
  * `/dashboard/events` and `/dashboard/data`, since an EventSource cannot set headers. It listens
- * on SSE and falls back to polling the JSON snapshot when the event stream fails.
- *
- * Kept as a raw string: the script below uses no template literal and no backslash escapes that
- * the TypeScript string would change.
+ * on SSE and falls back to polling the JSON snapshot when the event stream fails. Its script is
+ * `client.js` beside this file, inlined when this module loads.
  */
-const PAGE_HEAD = String.raw`<!doctype html>
+const PAGE_HEAD = `<!doctype html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
