@@ -424,6 +424,7 @@ describe('Open Responses conformance (spec 2026-04-24, schemas re-expressed from
 
   it('incomplete response: max_output_tokens ends the response as incomplete with its reason', async () => {
     const gw = await gateway();
+    // 4 is below the request schema's minimum (16), which sluice does not enforce; the mock answers 16 tokens.
     const { events, response } = await stream(gw, { input: 'long please', max_output_tokens: 4 });
     expect(events.at(-1)!.type).toBe('response.incomplete');
     expect(response.status).toBe('incomplete');
