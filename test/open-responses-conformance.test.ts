@@ -405,9 +405,9 @@ describe('Open Responses conformance (spec 2026-04-24, schemas re-expressed from
     expect(response.text.format).toMatchObject({ type: 'json_schema', name: 'answer', strict: true });
   });
 
-  // Difference found by this test: JsonSchemaResponseFormat requires `description` (string or
-  // null); when the request sends none, sluice echoes the format without the key.
-  it.fails('text format json_schema: the echoed format carries `description` (null when the request sent none)', async () => {
+  // Found by this test (and fixed): JsonSchemaResponseFormat requires `description` (string or
+  // null); the format is echoed with null when the request sent none.
+  it('text format json_schema: the echoed format carries `description` (null when the request sent none)', async () => {
     const gw = await gateway();
     const format = { type: 'json_schema', name: 'answer', schema: { type: 'object' }, strict: true };
     const response = await create(gw, { input: 'json please', text: { format } });

@@ -617,7 +617,7 @@ function baseResponse(
     reasoning: { effort: request.reasoning?.effort ?? null, summary: request.reasoning?.summary ?? null },
     store,
     temperature: request.temperature ?? 1,
-    text: { format: (request.text?.format as Record<string, unknown> | undefined) ?? { type: 'text' } },
+    text: { format: echoedFormat(request.text?.format as Record<string, unknown> | undefined) },
     tool_choice: request.tool_choice ?? 'auto',
     tools: (request.tools ?? []).map((tool) =>
       tool.type === 'mcp'
@@ -643,4 +643,15 @@ function baseResponse(
     user: request.user ?? null,
     metadata: request.metadata ?? {},
   };
+}
+
+/**
+ * The text format as the response echoes it. A `json_schema` format carries every field Open
+ * Responses requires of it (`name`, `description`, `schema`, `strict`), those the request left out
+ * as null (description) or false (strict, the API's default).
+ */
+function echoedFormat(format: Record<string, unknown> | undefined): Record<string, unknown> {
+  if (!format) return { type: 'text' };
+  if (format.type !== 'json_schema') return format;
+  return { ...format, description: format.description ?? null, strict: format.strict ?? false };
 }
