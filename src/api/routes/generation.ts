@@ -6,9 +6,9 @@ import { ClientDisconnected, GatewayShuttingDown, InvalidRequest } from '../../e
 import type { ApiName } from '../../observability/metrics.js';
 import type { RouteContext } from '../../routing/types.js';
 import type { GatewayContext } from '../context.js';
-import { toSluiceError } from '../error-handler.js';
 import { headerForwarder } from '../forwarded-headers.js';
 import { relayStream } from '../relay-stream.js';
+import { endFailedRequest } from '../request-failure.js';
 import { RequestObserver } from '../request-observer.js';
 import {
   chatCompletionSchema,
@@ -195,16 +195,7 @@ async function serve<
     observer.finish(200, 'completed', { usage: done.json.usage });
     await ctx.access.recordUsage(grant, done.json.usage as { prompt_tokens?: unknown } | undefined);
   } catch (err) {
-    const error = toSluiceError(err, ctx.config.server.bodyLimitBytes);
-    if (error instanceof ClientDisconnected) {
-      metrics.clientGone(kind.api, observer.model);
-      observer.finish(499, 'client_gone');
-      if (!reply.sent) reply.hijack();
-      reply.raw.destroy();
-      return;
-    }
-    observer.finish(error.status, 'error', { code: error.code });
-    throw error;
+    endFailedRequest(ctx, kind.api, observer, reply, err);
   }
 }
 

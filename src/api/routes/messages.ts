@@ -11,6 +11,7 @@ import type { GatewayContext } from '../context.js';
 import { toSluiceError } from '../error-handler.js';
 import { headerForwarder } from '../forwarded-headers.js';
 import { relayMessages } from '../messages-relay.js';
+import { endFailedRequest } from '../request-failure.js';
 import { RequestObserver } from '../request-observer.js';
 import { type ChatCompletionRequest, chatPromptText } from '../schemas/generation.js';
 import { validateBody } from '../schemas/validate.js';
@@ -152,16 +153,7 @@ export function messagesRoutes(ctx: GatewayContext) {
       observer.finish(200, 'completed', { usage: done.json.usage });
       await ctx.access.recordUsage(grant, done.json.usage as { prompt_tokens?: unknown } | undefined);
     } catch (err) {
-      const error = toSluiceError(err, bodyLimit);
-      if (error instanceof ClientDisconnected) {
-        metrics.clientDisconnects.inc({ api: API, model: observer.model });
-        observer.finish(499, 'client_gone');
-        if (!reply.sent) reply.hijack();
-        reply.raw.destroy();
-        return;
-      }
-      observer.finish(anthropicStatus(error), 'error', { code: error.code });
-      throw error;
+      endFailedRequest(ctx, API, observer, reply, err, anthropicStatus);
     }
   }
 

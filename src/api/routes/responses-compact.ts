@@ -2,8 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { ClientDisconnected, GatewayShuttingDown } from '../../errors/http-errors.js';
 import { compactConversation, compactRequestSchema } from '../../responses/compaction.js';
 import type { GatewayContext } from '../context.js';
-import { toSluiceError } from '../error-handler.js';
 import { headerForwarder } from '../forwarded-headers.js';
+import { endFailedRequest } from '../request-failure.js';
 import { RequestObserver } from '../request-observer.js';
 import { validateBody } from '../schemas/validate.js';
 
@@ -43,16 +43,7 @@ export function responseCompactRoutes(ctx: GatewayContext) {
         observer.finish(200, 'compacted');
         reply.header('x-request-id', request.id).send(compacted);
       } catch (err) {
-        const error = toSluiceError(err, ctx.config.server.bodyLimitBytes);
-        if (error instanceof ClientDisconnected) {
-          ctx.metrics.clientGone('responses', observer.model);
-          observer.finish(499, 'client_gone');
-          if (!reply.sent) reply.hijack();
-          reply.raw.destroy();
-          return;
-        }
-        observer.finish(error.status, 'error', { code: error.code });
-        throw error;
+        endFailedRequest(ctx, 'responses', observer, reply, err);
       }
     });
   };

@@ -8,10 +8,10 @@ import type { Terminal } from '../../responses/service.js';
 import type { InputItem } from '../../responses/types.js';
 import { admitCaller, callerOf } from '../caller.js';
 import type { GatewayContext } from '../context.js';
-import { toSluiceError } from '../error-handler.js';
 import { followStoredResponse } from '../follow-stored-response.js';
 import { headerForwarder } from '../forwarded-headers.js';
 import { SSE_HEADERS } from '../relay-stream.js';
+import { endFailedRequest } from '../request-failure.js';
 import { RequestObserver } from '../request-observer.js';
 import { validateBody } from '../schemas/validate.js';
 import { sseEventWriter } from '../sse-writer.js';
@@ -175,16 +175,7 @@ export function responseRoutes(ctx: GatewayContext) {
       if (trace) noteFailure(trace, terminal);
       observer.finish(200, terminal.status);
     } catch (err) {
-      const error = toSluiceError(err, ctx.config.server.bodyLimitBytes);
-      if (error instanceof ClientDisconnected) {
-        ctx.metrics.clientGone('responses', observer.model);
-        observer.finish(499, 'client_gone');
-        if (!reply.sent) reply.hijack();
-        reply.raw.destroy();
-        return;
-      }
-      observer.finish(error.status, 'error', { code: error.code });
-      throw error;
+      endFailedRequest(ctx, 'responses', observer, reply, err);
     }
   }
 
