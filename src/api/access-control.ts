@@ -151,7 +151,9 @@ export class AccessControl {
     const promptTokens = typeof usage?.prompt_tokens === 'number' ? usage.prompt_tokens : 0;
     const completionTokens = typeof usage?.completion_tokens === 'number' ? usage.completion_tokens : 0;
     try {
-      await this.keys.recordUsage(grant.key.id, { promptTokens, completionTokens });
+      // The bucket first: it gates the key's next request, which may already be on its way (the
+      // in-memory limiter is charged before this turn of the event loop ends; the store write,
+      // on the storage thread or the network, comes after).
       if (grant.key.tpm !== null) {
         await this.limiter.consumeTokens(
           grant.key.id,
@@ -159,6 +161,7 @@ export class AccessControl {
           promptTokens + completionTokens,
         );
       }
+      await this.keys.recordUsage(grant.key.id, { promptTokens, completionTokens });
     } catch (err) {
       this.log.warn({ err, key: grant.key.id }, 'could not record usage');
     }
