@@ -118,6 +118,17 @@ export class AccessControl {
    * Admits a client request: its key, the model it asks for, its budget and its rate limits.
    * Undefined when the gateway runs open. `limited` is false for reads that cost no generation.
    */
+  /** `admit` for the model the request's JSON body names (none when it names none). */
+  admitBody(
+    request: FastifyRequest,
+    reply: FastifyReply,
+    limited: boolean,
+    credential?: string,
+  ): Promise<Grant | undefined> {
+    const model = (request.body as { model?: unknown } | undefined)?.model;
+    return this.admit(request, reply, typeof model === 'string' ? model : undefined, limited, credential);
+  }
+
   async admit(
     request: FastifyRequest,
     reply: FastifyReply,

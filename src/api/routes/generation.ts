@@ -2,9 +2,10 @@ import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import type { z } from 'zod';
 import { Cancellation } from '../../dispatch/cancellation.js';
 import { ResumableStream } from '../../dispatch/resumable-stream.js';
-import { ClientDisconnected, GatewayShuttingDown, InvalidRequest } from '../../errors/http-errors.js';
+import { GatewayShuttingDown, InvalidRequest } from '../../errors/http-errors.js';
 import type { ApiName } from '../../observability/metrics.js';
 import type { RouteContext } from '../../routing/types.js';
+import { abortWhenClientLeaves } from '../client-watch.js';
 import type { GatewayContext } from '../context.js';
 import { headerForwarder } from '../forwarded-headers.js';
 import { relayStream } from '../relay-stream.js';
@@ -71,15 +72,6 @@ function headerValue(request: FastifyRequest, name: string): string | undefined 
   return Array.isArray(value) ? value[0] : value;
 }
 
-/** Watches the client connection: aborted when it closes before the response has ended. */
-function clientSignal(reply: FastifyReply): AbortSignal {
-  const controller = new Cancellation();
-  reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) controller.abort(new ClientDisconnected());
-  });
-  return controller.signal;
-}
-
 async function serve<
   S extends z.ZodType<{
     model: string;
@@ -109,12 +101,7 @@ async function serve<
     const raw = request.body as Record<string, unknown> | undefined;
     observer.model = raw?.model;
     // Who is asking comes first: an unknown client learns nothing about the request's validity.
-    const grant = await ctx.access.admit(
-      request,
-      reply,
-      typeof raw?.model === 'string' ? raw.model : undefined,
-      true,
-    );
+    const grant = await ctx.access.admitBody(request, reply, true);
     const body = validateBody(kind.schema, request.body);
     dispatcher.assertModel(body.model);
     observer.trace?.request(body.model, raw ?? {});
@@ -141,7 +128,7 @@ async function serve<
       route,
       rank: parseRank(request.headers['x-data-parallel-rank']),
       headers: forward(request.headers),
-      signal: clientSignal(reply),
+      signal: abortWhenClientLeaves(reply, new Cancellation()).signal,
       receivedAt: performance.now(),
       trace: observer.trace,
     };

@@ -1,12 +1,13 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { bearerToken } from '../../auth/index.js';
 import { ResumableStream } from '../../dispatch/resumable-stream.js';
-import { ClientDisconnected, GatewayShuttingDown, InternalError } from '../../errors/http-errors.js';
+import { GatewayShuttingDown, InternalError } from '../../errors/http-errors.js';
 import { estimateTokens, TokenizerClient } from '../../messages/count-tokens.js';
 import { anthropicErrorBody, anthropicStatus } from '../../messages/errors.js';
 import { toMessage } from '../../messages/from-chat.js';
 import { countTokensRequestSchema, messagesRequestSchema } from '../../messages/request-schema.js';
 import { toChatRequest } from '../../messages/to-chat.js';
+import { abortWhenClientLeaves } from '../client-watch.js';
 import type { GatewayContext } from '../context.js';
 import { toSluiceError } from '../error-handler.js';
 import { headerForwarder } from '../forwarded-headers.js';
@@ -31,15 +32,6 @@ function headerValue(request: FastifyRequest, name: string): string | undefined 
 /** Anthropic clients send their key as `x-api-key`; `Authorization: Bearer` works too. */
 function credentialOf(request: FastifyRequest): string | undefined {
   return headerValue(request, 'x-api-key') ?? bearerToken(request.headers.authorization);
-}
-
-/** Watches the client connection: aborted when it closes before the response has ended. */
-function clientSignal(reply: FastifyReply): AbortSignal {
-  const controller = new AbortController();
-  reply.raw.once('close', () => {
-    if (!reply.raw.writableFinished) controller.abort(new ClientDisconnected());
-  });
-  return controller.signal;
 }
 
 /**
@@ -67,13 +59,7 @@ export function messagesRoutes(ctx: GatewayContext) {
     try {
       if (ctx.lifecycle.draining) throw new GatewayShuttingDown();
       const raw = request.body as Record<string, unknown> | undefined;
-      const grant = await ctx.access.admit(
-        request,
-        reply,
-        typeof raw?.model === 'string' ? raw.model : undefined,
-        true,
-        credentialOf(request),
-      );
+      const grant = await ctx.access.admitBody(request, reply, true, credentialOf(request));
       const body = validateBody(messagesRequestSchema, request.body);
       dispatcher.assertModel(body.model);
       observer.model = body.model;
@@ -95,7 +81,7 @@ export function messagesRoutes(ctx: GatewayContext) {
         },
         rank: undefined,
         headers: forward(request.headers),
-        signal: clientSignal(reply),
+        signal: abortWhenClientLeaves(reply, new AbortController()).signal,
         receivedAt: performance.now(),
         trace: observer.trace,
       };
@@ -160,15 +146,9 @@ export function messagesRoutes(ctx: GatewayContext) {
   async function countTokens(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const observer = new RequestObserver(ctx.metrics, ctx.log, COUNT_ROUTE, request.id);
     try {
-      const raw = request.body as Record<string, unknown> | undefined;
+      const _raw = request.body as Record<string, unknown> | undefined;
       // Counting spends no generation: a key is needed, its rate limits are not.
-      await ctx.access.admit(
-        request,
-        reply,
-        typeof raw?.model === 'string' ? raw.model : undefined,
-        false,
-        credentialOf(request),
-      );
+      await ctx.access.admitBody(request, reply, false, credentialOf(request));
       const body = validateBody(countTokensRequestSchema, request.body);
       ctx.dispatcher.assertModel(body.model);
       observer.model = body.model;

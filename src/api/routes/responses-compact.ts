@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
-import { ClientDisconnected, GatewayShuttingDown } from '../../errors/http-errors.js';
+import { GatewayShuttingDown } from '../../errors/http-errors.js';
 import { compactConversation, compactRequestSchema } from '../../responses/compaction.js';
+import { abortWhenClientLeaves } from '../client-watch.js';
 import type { GatewayContext } from '../context.js';
 import { headerForwarder } from '../forwarded-headers.js';
 import { endFailedRequest } from '../request-failure.js';
@@ -13,20 +14,12 @@ export function responseCompactRoutes(ctx: GatewayContext) {
   return async (app: FastifyInstance): Promise<void> => {
     app.post('/v1/responses/compact', async (request, reply) => {
       const observer = new RequestObserver(ctx.metrics, ctx.log, 'responses_compact', request.id);
-      const controller = new AbortController();
-      reply.raw.once('close', () => {
-        if (!reply.raw.writableFinished) controller.abort(new ClientDisconnected());
-      });
+      const controller = abortWhenClientLeaves(reply, new AbortController());
       try {
         if (ctx.lifecycle.draining) throw new GatewayShuttingDown();
         const raw = request.body as { model?: unknown } | undefined;
         observer.model = raw?.model;
-        const grant = await ctx.access.admit(
-          request,
-          reply,
-          typeof raw?.model === 'string' ? raw.model : undefined,
-          true,
-        );
+        const grant = await ctx.access.admitBody(request, reply, true);
         const body = validateBody(compactRequestSchema, request.body);
         const compacted = await compactConversation(ctx.dispatcher, ctx.store, {
           request: body,

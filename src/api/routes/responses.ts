@@ -7,6 +7,7 @@ import type { ResponseRun } from '../../responses/response-run.js';
 import type { Terminal } from '../../responses/service.js';
 import type { InputItem } from '../../responses/types.js';
 import { admitCaller, callerOf } from '../caller.js';
+import { abortWhenClientLeaves } from '../client-watch.js';
 import type { GatewayContext } from '../context.js';
 import { followStoredResponse } from '../follow-stored-response.js';
 import { headerForwarder } from '../forwarded-headers.js';
@@ -85,20 +86,12 @@ export function responseRoutes(ctx: GatewayContext) {
         receivedAt: performance.now() - reply.elapsedTime,
       });
     }
-    const controller = new AbortController();
-    reply.raw.once('close', () => {
-      if (!reply.raw.writableFinished) controller.abort(new ClientDisconnected());
-    });
+    const controller = abortWhenClientLeaves(reply, new AbortController());
     try {
       if (ctx.lifecycle.draining) throw new GatewayShuttingDown();
       const raw = request.body as { model?: unknown } | undefined;
       observer.model = raw?.model;
-      const grant = await ctx.access.admit(
-        request,
-        reply,
-        typeof raw?.model === 'string' ? raw.model : undefined,
-        true,
-      );
+      const grant = await ctx.access.admitBody(request, reply, true);
       const body = validateBody(createResponseSchema, request.body);
       const trace = observer.trace;
       trace?.request(body.model, request.body as Record<string, unknown>);
