@@ -20,9 +20,16 @@ export function startCli(
   return startNode([...nodeArgs, CLI, ...args], env);
 }
 
+/** Which floor relay: bare, through fastify, or with the duties of a gateway (see bench/floor-relay.ts). */
+export type FloorMode = 'bare' | 'fastify' | 'duties';
+
 /** Starts the floor relay (bench/floor-relay.ts) in front of `upstream`. */
-export function startFloorRelay(upstream: string, nodeArgs: string[] = []): Promise<Proc> {
-  return startNode([...nodeArgs, '--import', 'tsx', FLOOR_RELAY, new URL(upstream).origin]);
+export function startFloorRelay(
+  upstream: string,
+  nodeArgs: string[] = [],
+  mode: FloorMode = 'bare',
+): Promise<Proc> {
+  return startNode([...nodeArgs, '--import', 'tsx', FLOOR_RELAY, new URL(upstream).origin, mode]);
 }
 
 /** Starts `node <args>` and resolves with the URL it prints (`"url":"..."`) when listening. */

@@ -30,7 +30,15 @@ export interface BenchReport {
     string,
     {
       concurrency: number;
-      cpuMicrosPerRequest: { gateway: number; floor: number; ratio: number };
+      cpuMicrosPerRequest: {
+        gateway: number;
+        floor: number;
+        ratio: number;
+        /** Runs before these were measured have none. */
+        fastifyFloor?: number;
+        dutyFloor?: number;
+        dutyRatio?: number;
+      };
       addedMs: { gateway: { p50: number; p99: number }; floor: { p50: number; p99: number } };
       rps: { direct: number; gateway: number; floor: number };
       errors: number;
@@ -39,14 +47,21 @@ export interface BenchReport {
   streamSeconds: number;
   chatStreams: Stream;
   floorStreams: Stream;
+  dutyFloorStreams?: Stream;
   responseStreams: Stream;
-  streamRatios: { eventsPerCpuSecond: number; ttftAdded: { p50: number; p99: number } };
+  streamRatios: {
+    eventsPerCpuSecond: number;
+    eventsPerCpuSecondOfDutyFloor?: number;
+    ttftAdded: { p50: number; p99: number };
+  };
   burst: { streams: number; tokens: number; gateway: Stream; floor: Stream };
   cacheAwareDecisionMicros: { p50: number; p99: number };
   radixLookupMicros?: { p50: number; p99: number };
 }
 
 const n = (v: number) => v.toLocaleString('en-US');
+/** A figure a run may not have (older runs): a dash. */
+const opt = (v: number | undefined, f: (v: number) => string = String) => (v === undefined ? '–' : f(v));
 
 const errorsOf = (s: Stream) => {
   const kinds = Object.entries(s.errorKinds ?? {});
@@ -60,34 +75,35 @@ export function markdownReport(r: BenchReport): string {
   lines.push(
     `Run ${r.date}${r.quick ? ' (quick)' : ''}${r.profiled ? ' (profiled)' : ''}: ${r.machine.cpus} × ${r.machine.model}, ${r.machine.memGiB} GiB, Node ${r.machine.node.replace(/^v/, '')}.`,
     '',
-    '| non-streaming chat, 1 KB prompt | floor relay | gateway | gateway / floor |',
-    '| --- | ---: | ---: | ---: |',
+    '| non-streaming chat, 1 KB prompt | floor relay | fastify floor | duty floor | gateway | gateway / floor | gateway / duty floor |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
   );
   for (const row of Object.values(r.nonStreaming)) {
     const c = row.cpuMicrosPerRequest;
     lines.push(
-      `| c=${row.concurrency}: relay CPU µs per request | ${c.floor} | ${c.gateway} | ${c.ratio}× |`,
-      `| c=${row.concurrency}: latency added p50 / p99 ms | ${row.addedMs.floor.p50} / ${row.addedMs.floor.p99} | ${row.addedMs.gateway.p50} / ${row.addedMs.gateway.p99} | |`,
-      `| c=${row.concurrency}: requests/s (direct ${n(row.rps.direct)}) | ${n(row.rps.floor)} | ${n(row.rps.gateway)} | |`,
+      `| c=${row.concurrency}: relay CPU µs per request | ${c.floor} | ${opt(c.fastifyFloor)} | ${opt(c.dutyFloor)} | ${c.gateway} | ${c.ratio}× | ${opt(c.dutyRatio, (v) => `${v}×`)} |`,
+      `| c=${row.concurrency}: latency added p50 / p99 ms | ${row.addedMs.floor.p50} / ${row.addedMs.floor.p99} | | | ${row.addedMs.gateway.p50} / ${row.addedMs.gateway.p99} | | |`,
+      `| c=${row.concurrency}: requests/s (direct ${n(row.rps.direct)}) | ${n(row.rps.floor)} | | | ${n(row.rps.gateway)} | | |`,
     );
   }
   const f = r.floorStreams;
+  const d = r.dutyFloorStreams;
   const c = r.chatStreams;
   const s = r.responseStreams;
   lines.push(
     '',
-    `| ${c.streams} streams at 50 events/s for ${r.streamSeconds} s | floor relay | chat | gateway / floor | responses |`,
-    '| --- | ---: | ---: | ---: | ---: |',
-    `| relayed events per relay CPU-second | ${n(f.eventsPerGatewayCpuSecond)} | ${n(c.eventsPerGatewayCpuSecond)} | ${r.streamRatios.eventsPerCpuSecond} | ${n(s.eventsPerGatewayCpuSecond)} |`,
+    `| ${c.streams} streams at 50 events/s for ${r.streamSeconds} s | floor relay | duty floor | chat | gateway / floor | gateway / duty floor | responses |`,
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+    `| relayed events per relay CPU-second | ${n(f.eventsPerGatewayCpuSecond)} | ${opt(d?.eventsPerGatewayCpuSecond, n)} | ${n(c.eventsPerGatewayCpuSecond)} | ${r.streamRatios.eventsPerCpuSecond} | ${opt(r.streamRatios.eventsPerCpuSecondOfDutyFloor)} | ${n(s.eventsPerGatewayCpuSecond)} |`,
     ...(c.eachRound && f.eachRound
       ? [
-          `| the same, each round (${c.rounds} each, taking turns) | ${f.eachRound.map((x) => n(x.eventsPerCpuSecond)).join(', ')} | ${c.eachRound.map((x) => n(x.eventsPerCpuSecond)).join(', ')} | | |`,
+          `| the same, each round (${c.rounds} each, taking turns) | ${f.eachRound.map((x) => n(x.eventsPerCpuSecond)).join(', ')} | ${d?.eachRound ? d.eachRound.map((x) => n(x.eventsPerCpuSecond)).join(', ') : '–'} | ${c.eachRound.map((x) => n(x.eventsPerCpuSecond)).join(', ')} | | | |`,
         ]
       : []),
-    `| TTFT added p50 / p99 ms${c.rounds ? ' (mean of the rounds)' : ''} | ${f.ttftAddedMs.p50} / ${f.ttftAddedMs.p99} | ${c.ttftAddedMs.p50} / ${c.ttftAddedMs.p99} | ${r.streamRatios.ttftAdded.p50}× / ${r.streamRatios.ttftAdded.p99}× | ${s.ttftAddedMs.p50} / ${s.ttftAddedMs.p99} |`,
-    `| inter-token p99 ms (direct ${f.interTokenP99Ms.direct}) | ${f.interTokenP99Ms.gateway} | ${c.interTokenP99Ms.gateway} | | ${s.interTokenP99Ms.gateway} |`,
-    `| KB per open stream | ${f.gatewayRssPerStreamKB} | ${c.gatewayRssPerStreamKB} | | ${s.gatewayRssPerStreamKB} |`,
-    `| errors | ${f.errors} | ${c.errors} | | ${s.errors} |`,
+    `| TTFT added p50 / p99 ms${c.rounds ? ' (mean of the rounds)' : ''} | ${f.ttftAddedMs.p50} / ${f.ttftAddedMs.p99} | ${d ? `${d.ttftAddedMs.p50} / ${d.ttftAddedMs.p99}` : '–'} | ${c.ttftAddedMs.p50} / ${c.ttftAddedMs.p99} | ${r.streamRatios.ttftAdded.p50}× / ${r.streamRatios.ttftAdded.p99}× | | ${s.ttftAddedMs.p50} / ${s.ttftAddedMs.p99} |`,
+    `| inter-token p99 ms (direct ${f.interTokenP99Ms.direct}) | ${f.interTokenP99Ms.gateway} | ${opt(d?.interTokenP99Ms.gateway)} | ${c.interTokenP99Ms.gateway} | | | ${s.interTokenP99Ms.gateway} |`,
+    `| KB per open stream | ${f.gatewayRssPerStreamKB} | ${opt(d?.gatewayRssPerStreamKB)} | ${c.gatewayRssPerStreamKB} | | | ${s.gatewayRssPerStreamKB} |`,
+    `| errors | ${f.errors} | ${opt(d?.errors)} | ${c.errors} | | | ${s.errors} |`,
   );
   const b = r.burst;
   lines.push(

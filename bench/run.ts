@@ -150,7 +150,16 @@ function combine(rounds: StreamResult[]): StreamResult {
 interface NonStreamingRow {
   concurrency: number;
   /** CPU of each relay's own process per request, from /proc/<pid>/stat. */
-  cpuMicrosPerRequest: { gateway: number; floor: number; ratio: number };
+  cpuMicrosPerRequest: {
+    gateway: number;
+    floor: number;
+    ratio: number;
+    /** The floor relay served through fastify. */
+    fastifyFloor: number;
+    /** The floor relay with the duties of any gateway (JSON in and out parsed, counted, logged). */
+    dutyFloor: number;
+    dutyRatio: number;
+  };
   addedMs: { gateway: { p50: number; p99: number }; floor: { p50: number; p99: number } };
   rps: { direct: number; gateway: number; floor: number };
   errors: number;
@@ -185,7 +194,13 @@ async function main(): Promise<void> {
     {},
     PROFILE ? ['--cpu-prof', '--cpu-prof-dir', PROFILE_DIR] : [],
   );
-  const [fastFloor, slowFloor] = await Promise.all([startFloorRelay(fast.url), startFloorRelay(slow.url)]);
+  const [fastFloor, slowFloor, fastFastify, fastDuties, slowDuties] = await Promise.all([
+    startFloorRelay(fast.url),
+    startFloorRelay(slow.url),
+    startFloorRelay(fast.url, [], 'fastify'),
+    startFloorRelay(fast.url, [], 'duties'),
+    startFloorRelay(slow.url, [], 'duties'),
+  ]);
   const results: Record<string, unknown> = {};
   try {
     // 1. Non-streaming, 1 KB prompt: direct, through the gateway, and through the floor relay,
@@ -195,6 +210,8 @@ async function main(): Promise<void> {
       direct: { origin: new URL(fast.url).origin, pid: undefined },
       gateway: { origin: new URL(gateway.url).origin, pid: gateway.pid },
       floor: { origin: new URL(fastFloor.url).origin, pid: fastFloor.pid },
+      fastifyFloor: { origin: new URL(fastFastify.url).origin, pid: fastFastify.pid },
+      dutyFloor: { origin: new URL(fastDuties.url).origin, pid: fastDuties.pid },
     };
     for (const concurrency of [1, 64]) {
       const body = chat('fast', { max_tokens: 16 });
@@ -219,6 +236,9 @@ async function main(): Promise<void> {
           gateway: micros('gateway'),
           floor: micros('floor'),
           ratio: round(micros('gateway') / micros('floor'), 2),
+          fastifyFloor: micros('fastifyFloor'),
+          dutyFloor: micros('dutyFloor'),
+          dutyRatio: round(micros('gateway') / micros('dutyFloor'), 2),
         },
         addedMs: { gateway: added('gateway'), floor: added('floor') },
         rps: { direct: rps(runs.direct!), gateway: rps(runs.gateway!), floor: rps(runs.floor!) },
@@ -235,6 +255,7 @@ async function main(): Promise<void> {
     let direct: StreamRun | undefined;
     const chatRounds: StreamResult[] = [];
     const floorRounds: StreamResult[] = [];
+    const dutyRounds: StreamResult[] = [];
     for (let n = 0; n < STREAM_ROUNDS; n++) {
       const g = await streamCase(
         gateway,
@@ -257,9 +278,20 @@ async function main(): Promise<void> {
         direct,
       );
       floorRounds.push(fl.result);
+      const du = await streamCase(
+        slowDuties,
+        slow,
+        STREAM_COUNT,
+        '/v1/chat/completions',
+        chatBody,
+        '"content":" ',
+        direct,
+      );
+      dutyRounds.push(du.result);
     }
     const c = { result: combine(chatRounds), direct: direct! };
     const f = { result: combine(floorRounds) };
+    const du = combine(dutyRounds);
     const responsesBody = JSON.stringify({
       model: 'slow',
       input: prompt,
@@ -278,10 +310,15 @@ async function main(): Promise<void> {
     );
     results.streamSeconds = STREAM_TOKENS / 50;
     results.floorStreams = f.result;
+    results.dutyFloorStreams = du;
     results.chatStreams = c.result;
     results.responseStreams = r.result;
     results.streamRatios = {
       eventsPerCpuSecond: round(c.result.eventsPerGatewayCpuSecond / f.result.eventsPerGatewayCpuSecond, 2),
+      eventsPerCpuSecondOfDutyFloor: round(
+        c.result.eventsPerGatewayCpuSecond / du.eventsPerGatewayCpuSecond,
+        2,
+      ),
       ttftAdded: {
         p50: round(c.result.ttftAddedMs.p50 / f.result.ttftAddedMs.p50, 2),
         p99: round(c.result.ttftAddedMs.p99 / f.result.ttftAddedMs.p99, 2),
@@ -326,7 +363,10 @@ async function main(): Promise<void> {
     );
   } finally {
     // SIGTERM lets a profiled gateway write its profile.
-    await Promise.all([stop(gateway, 'SIGTERM'), ...[fast, slow, fastFloor, slowFloor].map((p) => stop(p))]);
+    await Promise.all([
+      stop(gateway, 'SIGTERM'),
+      ...[fast, slow, fastFloor, slowFloor, fastFastify, fastDuties, slowDuties].map((p) => stop(p)),
+    ]);
   }
   if (PROFILE) results.gatewayProfile = summarizeProfile(PROFILE_DIR);
   const machine = {

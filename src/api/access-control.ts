@@ -102,6 +102,11 @@ export class AccessControl {
     }
   }
 
+  /** Whether every client is let in (no key store, or no key in it): admitting asks nothing then. */
+  get open(): boolean {
+    return !this.keys || !this.keysExist;
+  }
+
   /** Refuses an admin request without the admin key (`Authorization: Bearer`, or `?key=` for the dashboard). */
   requireAdmin(request: FastifyRequest): void {
     const expected = this.config.auth.adminKey;
@@ -137,7 +142,7 @@ export class AccessControl {
     /** The key when the route reads it from elsewhere than `Authorization: Bearer` (`x-api-key`). */
     credential?: string,
   ): Promise<Grant | undefined> {
-    if (!this.keys || !this.keysExist) return undefined;
+    if (this.open) return undefined;
     const token = credential ?? bearerToken(request.headers.authorization);
     if (token === undefined) throw new InvalidApiKey('missing');
     const key = await this.keys.authenticate(token);

@@ -44,6 +44,7 @@ export function seriesObserver<T extends string>(
   if (typeof internals.hashMap !== 'object' || internals.hashMap === null || !Array.isArray(bounds)) {
     return (value) => histogram.observe(labels, value);
   }
+  const keys = bounds.map(String);
   let map: Record<string, HistogramSeries> | undefined;
   let key = '';
   let series: HistogramSeries | undefined;
@@ -69,9 +70,12 @@ export function seriesObserver<T extends string>(
     }
     series.sum += value;
     series.count += 1;
-    for (const bound of bounds) {
-      if (value <= bound) {
-        if (Object.hasOwn(series.bucketValues, bound)) series.bucketValues[bound]! += 1;
+    for (let i = 0; i < bounds.length; i++) {
+      if (value <= bounds[i]!) {
+        // The bucket's key as text, made once: a fractional number made a key is formatted anew each time.
+        const key = keys[i]!;
+        const buckets = series.bucketValues as Record<string, number>;
+        if (Object.hasOwn(buckets, key)) buckets[key]! += 1;
         break;
       }
     }

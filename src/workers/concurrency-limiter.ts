@@ -36,6 +36,13 @@ export class ConcurrencyLimiter {
     return this.hasFreeSlot || this.queue.length < this.queueSize;
   }
 
+  /** Takes a free slot at once if there is one (no promise, no wait); call `release()` afterwards. */
+  tryAcquire(): boolean {
+    if (this.active >= this.maxConcurrent) return false;
+    this.active++;
+    return true;
+  }
+
   /** Resolves once a slot is held; call `release()` exactly once afterwards. */
   acquire(signal?: AbortSignal): Promise<void> {
     if (this.active < this.maxConcurrent) {
