@@ -142,14 +142,15 @@ export class AccessControl {
     /** The key when the route reads it from elsewhere than `Authorization: Bearer` (`x-api-key`). */
     credential?: string,
   ): Promise<Grant | undefined> {
-    if (this.open) return undefined;
+    const keys = this.keys;
+    if (!keys || !this.keysExist) return undefined;
     const token = credential ?? bearerToken(request.headers.authorization);
     if (token === undefined) throw new InvalidApiKey('missing');
-    const key = await this.keys.authenticate(token);
+    const key = await keys.authenticate(token);
     if (!key) throw new InvalidApiKey('invalid');
     if (model !== undefined && !keyAllowsModel(key, model)) throw new ModelNotAllowed(model);
     if (!limited) return { key, headers: {} };
-    if ((await this.keys.budgetLeft(key)) === 0) throw new BudgetExhausted();
+    if ((await keys.budgetLeft(key)) === 0) throw new BudgetExhausted();
     const decision = await this.limiter.check(key.id, { rpm: key.rpm, tpm: key.tpm });
     const headers = formatRateLimitHeaders(decision);
     if (!decision.allowed) throw new RateLimitExceeded(decision);
