@@ -1,5 +1,5 @@
 import { timingSafeEqual } from 'node:crypto';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import {
   BudgetExhausted,
   bearerToken,
@@ -17,6 +17,7 @@ import {
 import type { SluiceConfig } from '../config/schema.js';
 import type { Logger } from '../observability/logger.js';
 import type { KeyStore } from '../storage/types.js';
+import type { ApiReply, ApiRequest } from './exchange.js';
 
 /** What an admitted client request carries: its key, and the rate-limit headers to answer with. */
 export interface Grant {
@@ -125,8 +126,8 @@ export class AccessControl {
    */
   /** `admit` for the model the request's JSON body names (none when it names none). */
   admitBody(
-    request: FastifyRequest,
-    reply: FastifyReply,
+    request: Pick<ApiRequest, 'headers' | 'body'>,
+    reply: Pick<ApiReply, 'raw'>,
     limited: boolean,
     credential?: string,
   ): Promise<Grant | undefined> {
@@ -135,8 +136,8 @@ export class AccessControl {
   }
 
   async admit(
-    request: FastifyRequest,
-    reply: FastifyReply,
+    request: Pick<ApiRequest, 'headers'>,
+    reply: Pick<ApiReply, 'raw'>,
     model: string | undefined,
     limited: boolean,
     /** The key when the route reads it from elsewhere than `Authorization: Bearer` (`x-api-key`). */

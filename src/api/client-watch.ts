@@ -1,5 +1,5 @@
-import type { FastifyReply } from 'fastify';
 import { ClientDisconnected } from '../errors/http-errors.js';
+import type { ApiReply } from './exchange.js';
 
 /**
  * Aborts `controller` with ClientDisconnected when the client's connection closes before the
@@ -7,7 +7,7 @@ import { ClientDisconnected } from '../errors/http-errors.js';
  * Cancellation, the other routes an AbortController.
  */
 export function abortWhenClientLeaves<C extends { abort(reason?: unknown): void }>(
-  reply: FastifyReply,
+  reply: Pick<ApiReply, 'raw'>,
   controller: C,
 ): C {
   reply.raw.once('close', () => {

@@ -1,9 +1,9 @@
-import type { FastifyReply } from 'fastify';
 import type { SluiceError } from '../errors/base.js';
 import { ClientDisconnected } from '../errors/http-errors.js';
 import type { ApiName } from '../observability/metrics.js';
 import type { GatewayContext } from './context.js';
 import { toSluiceError } from './error-handler.js';
+import type { ApiReply } from './exchange.js';
 import type { RequestObserver } from './request-observer.js';
 
 /**
@@ -16,7 +16,7 @@ export function endFailedRequest(
   ctx: GatewayContext,
   api: ApiName,
   observer: RequestObserver,
-  reply: FastifyReply,
+  reply: Pick<ApiReply, 'raw' | 'sent' | 'hijack'>,
   err: unknown,
   statusOf: (error: SluiceError) => number = (error) => error.status,
 ): void {

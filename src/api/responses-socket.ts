@@ -9,10 +9,10 @@ import type { InputItem, OutputItem } from '../responses/types.js';
 import { callerOf } from './caller.js';
 import type { GatewayContext } from './context.js';
 import { toSluiceError } from './error-handler.js';
+import { MAX_JSON_DEPTH, nestedDeeperThan } from './json-body.js';
 import { RequestObserver } from './request-observer.js';
 import { parseResumeHeader } from './routes/generation.js';
 import { validateBody } from './schemas/validate.js';
-import { MAX_JSON_DEPTH, nestedDeeperThan } from './server.js';
 
 /** `WebSocket.OPEN` (the `ws` module is only imported for its types here). */
 const OPEN = 1;

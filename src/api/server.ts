@@ -1,5 +1,4 @@
-import { randomUUID } from 'node:crypto';
-import type { Server, ServerResponse } from 'node:http';
+import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { Socket } from 'node:net';
 import fastifyWebsocket from '@fastify/websocket';
 import Fastify, {
@@ -12,12 +11,15 @@ import { GatewayShuttingDown, InvalidRequest } from '../errors/http-errors.js';
 import { anthropicErrorBody } from '../messages/errors.js';
 import type { GatewayContext } from './context.js';
 import { installErrorHandlers, toSluiceError } from './error-handler.js';
+import { parseJsonBody } from './json-body.js';
+import { rawJsonRoute } from './raw-json-route.js';
+import { requestId } from './request-id.js';
 import { adminKeyRoutes } from './routes/admin-keys.js';
 import { adminModelRoutes } from './routes/admin-models.js';
 import { adminWorkerRoutes } from './routes/admin-workers.js';
 import { conversationRoutes } from './routes/conversations.js';
 import { dashboardRoutes } from './routes/dashboard.js';
-import { generationRoutes } from './routes/generation.js';
+import { generationHandlers, generationRoutes } from './routes/generation.js';
 import { healthRoutes } from './routes/health.js';
 import { messagesRoutes } from './routes/messages.js';
 import { metricsRoutes } from './routes/metrics.js';
@@ -34,14 +36,6 @@ declare module 'fastify' {
      */
     rawJson: string | undefined;
   }
-}
-
-const CLIENT_REQUEST_ID = /^[A-Za-z0-9._:-]{1,128}$/;
-
-/** A client's X-Request-Id is kept when it is a sane token; otherwise the gateway makes one. */
-function requestId(header: string | string[] | undefined): string {
-  if (typeof header === 'string' && CLIENT_REQUEST_ID.test(header)) return header;
-  return `req_${randomUUID().replaceAll('-', '')}`;
 }
 
 /** After a client's FIN, when to probe whether it still reads (see keepHalfClosedClients). */
@@ -86,31 +80,31 @@ function keepHalfClosedClients(server: Server): void {
   });
 }
 
-/** How deeply a request body's arrays and objects may nest. */
-export const MAX_JSON_DEPTH = 128;
-
-/** Whether the JSON `text` (already known to parse) nests arrays and objects deeper than `limit`. */
-export function nestedDeeperThan(text: string, limit: number): boolean {
-  // Nesting deeper than `limit` takes more than 2 * limit brackets.
-  if (text.length <= 2 * limit) return false;
-  let depth = 0;
-  let inString = false;
-  for (let i = 0; i < text.length; i++) {
-    const c = text.charCodeAt(i);
-    if (inString) {
-      if (c === 92)
-        i++; // a backslash escapes the next character
-      else if (c === 34) inString = false;
-    } else if (c === 34) inString = true;
-    else if (c === 123 || c === 91) {
-      if (++depth > limit) return true;
-    } else if (c === 125 || c === 93) depth--;
-  }
-  return false;
-}
-
 export function buildServer(ctx: GatewayContext): FastifyInstance {
+  const generation = generationHandlers(ctx);
+  // The generation paths' usual requests skip the framework (see raw-json-route.ts).
+  const raw = rawJsonRoute({
+    handlers: generation,
+    bodyLimit: ctx.config.server.bodyLimitBytes,
+    log: ctx.log,
+    draining: () => ctx.lifecycle.draining,
+  });
   const app = Fastify({
+    serverFactory: (handler, options) => {
+      const server = createServer((req, res) => {
+        if (!raw(req, res)) handler(req, res);
+      });
+      // What fastify does to a server it makes itself (lib/server.js).
+      const timeouts = options as {
+        keepAliveTimeout?: number;
+        requestTimeout?: number;
+        connectionTimeout?: number;
+      };
+      server.keepAliveTimeout = timeouts.keepAliveTimeout ?? 72_000;
+      server.requestTimeout = timeouts.requestTimeout ?? 0;
+      server.setTimeout(timeouts.connectionTimeout ?? 0);
+      return server;
+    },
     loggerInstance: ctx.log as FastifyBaseLogger,
     // Each request is logged once, when it ends, by the route (RequestObserver).
     logController: new LogController({ disableRequestLogging: true }),
@@ -147,25 +141,10 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
   app.addContentTypeParser('application/json', { parseAs: 'string' }, (request, body, done) => {
     try {
       const text = body as string;
-      // A DELETE or GET sent with a JSON content type and nothing in it has no body, not a bad one.
-      const empty = text.length === 0 && (request.method === 'DELETE' || request.method === 'GET');
-      const parsed: unknown = empty ? undefined : JSON.parse(text);
-      // Deeper than this, serializing the body again (to the engine) would overflow the stack.
-      if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
-        done(
-          new InvalidRequest(
-            `The request body is not valid JSON: it is nested more than ${MAX_JSON_DEPTH} levels deep.`,
-            null,
-            'invalid_json',
-          ),
-          undefined,
-        );
-        return;
-      }
+      const parsed = parseJsonBody(text, request.method);
       request.rawJson = text;
       done(null, parsed);
     } catch (err) {
-      (err as { statusCode?: number }).statusCode = 400;
       done(err as Error, undefined);
     }
   });
@@ -199,7 +178,7 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
       done();
     },
   });
-  app.register(generationRoutes(ctx));
+  app.register(generationRoutes(generation));
   app.register(responseRoutes(ctx));
   app.register(messagesRoutes(ctx));
   app.register(responseWebSocketRoutes(ctx));

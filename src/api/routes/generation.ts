@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import type { z } from 'zod';
 import { Cancellation } from '../../dispatch/cancellation.js';
 import { ResumableStream } from '../../dispatch/resumable-stream.js';
@@ -7,6 +7,7 @@ import type { ApiName } from '../../observability/metrics.js';
 import type { RouteContext } from '../../routing/types.js';
 import { abortWhenClientLeaves } from '../client-watch.js';
 import type { GatewayContext } from '../context.js';
+import type { ApiReply, ApiRequest } from '../exchange.js';
 import { headerForwarder } from '../forwarded-headers.js';
 import { relayStream } from '../relay-stream.js';
 import { endFailedRequest } from '../request-failure.js';
@@ -67,7 +68,7 @@ export function parseResumeHeader(header: string | string[] | undefined): boolea
   );
 }
 
-function headerValue(request: FastifyRequest, name: string): string | undefined {
+function headerValue(request: ApiRequest, name: string): string | undefined {
   const value = request.headers[name];
   return Array.isArray(value) ? value[0] : value;
 }
@@ -82,8 +83,8 @@ async function serve<
   ctx: GatewayContext,
   forward: ReturnType<typeof headerForwarder>,
   kind: GenerationKind<S>,
-  request: FastifyRequest,
-  reply: FastifyReply,
+  request: ApiRequest,
+  reply: ApiReply,
 ): Promise<void> {
   const { dispatcher, metrics, log, router } = ctx;
   const observer = new RequestObserver(metrics, log, kind.api, request.id);
@@ -188,10 +189,24 @@ async function serve<
   }
 }
 
-export function generationRoutes(ctx: GatewayContext) {
+/** A route's handler, written against the exchange types (see exchange.ts). */
+export type ApiHandler = (request: ApiRequest, reply: ApiReply) => Promise<void>;
+
+/** The chat/completions and completions handlers, by path. */
+export function generationHandlers(ctx: GatewayContext): ReadonlyMap<string, ApiHandler> {
   const forward = headerForwarder(ctx.config.server.forwardHeaders);
+  return new Map<string, ApiHandler>([
+    [CHAT.path, (request, reply) => serve(ctx, forward, CHAT, request, reply)],
+    [COMPLETIONS.path, (request, reply) => serve(ctx, forward, COMPLETIONS, request, reply)],
+  ]);
+}
+
+/**
+ * The same handlers as fastify routes: what the framework-free route (raw-json-route.ts) leaves
+ * to fastify (an unusual body, a query string, a drain) is served by these.
+ */
+export function generationRoutes(handlers: ReadonlyMap<string, ApiHandler>) {
   return async (app: FastifyInstance): Promise<void> => {
-    app.post(CHAT.path, (request, reply) => serve(ctx, forward, CHAT, request, reply));
-    app.post(COMPLETIONS.path, (request, reply) => serve(ctx, forward, COMPLETIONS, request, reply));
+    for (const [path, handler] of handlers) app.post(path, (request, reply) => handler(request, reply));
   };
 }

@@ -1,0 +1,143 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { PayloadTooLarge } from '../errors/http-errors.js';
+import type { Logger } from '../observability/logger.js';
+import { answerError } from './error-handler.js';
+import type { ApiReply, ApiRequest } from './exchange.js';
+import { parseJsonBody } from './json-body.js';
+import { requestId } from './request-id.js';
+import type { ApiHandler } from './routes/generation.js';
+
+/**
+ * A reply written straight to node:http's response, with what the routes use of a fastify
+ * reply (see ApiReply). A whole answer goes out in one write with its Content-Length.
+ */
+class RawReply implements ApiReply {
+  private status = 200;
+  private readonly headers: Record<string, string> = {};
+  private hijacked = false;
+
+  constructor(
+    readonly raw: ServerResponse,
+    private readonly receivedAt: number,
+  ) {}
+
+  get sent(): boolean {
+    return this.hijacked || this.raw.writableEnded;
+  }
+
+  get elapsedTime(): number {
+    return performance.now() - this.receivedAt;
+  }
+
+  code(status: number): this {
+    this.status = status;
+    return this;
+  }
+
+  header(name: string, value: string): this {
+    this.headers[name.toLowerCase()] = value;
+    return this;
+  }
+
+  send(payload: Buffer | object): this {
+    let body: Buffer | string;
+    if (Buffer.isBuffer(payload)) {
+      body = payload;
+      this.headers['content-type'] ??= 'application/octet-stream';
+    } else {
+      body = JSON.stringify(payload);
+      this.headers['content-type'] ??= 'application/json; charset=utf-8';
+    }
+    this.headers['content-length'] = String(Buffer.byteLength(body));
+    // Headers set on the raw response before (the rate-limit ones) are kept: writeHead merges.
+    this.raw.writeHead(this.status, this.headers);
+    this.raw.end(body);
+    return this;
+  }
+
+  hijack(): this {
+    this.hijacked = true;
+    return this;
+  }
+}
+
+/** `application/json`, with or without parameters (`; charset=utf-8`), as fastify's parser matches it. */
+function isJson(contentType: string | undefined): boolean {
+  if (contentType === undefined) return false;
+  const type = contentType.length === 16 ? contentType : contentType.split(';', 1)[0]!.trim();
+  return type.toLowerCase() === 'application/json';
+}
+
+export interface RawJsonRouteOptions {
+  handlers: ReadonlyMap<string, ApiHandler>;
+  bodyLimit: number;
+  log: Logger;
+  /** While true (a drain), every request goes to fastify, which answers 503. */
+  draining: () => boolean;
+}
+
+/**
+ * The generation routes without the web framework: a handler of node:http requests that takes
+ * `POST` of exactly a generation path with a JSON body of a known, non-zero length within the
+ * limit (what every SDK sends), reads and parses the body, and runs the route's handler on it;
+ * it returns false for everything else, which fastify then serves with the very same handlers.
+ *
+ * Written by hand because the framework's own per-request machinery (routing, hooks, request and
+ * reply objects, the content-type parser, `reply.send`) measured at 1.2-1.3× the CPU of a bare
+ * node:http relay (`npm run bench`, the fastify floor), more than the whole budget a gateway has
+ * over the bare relay on this path. Errors are answered as fastify's error handler answers them
+ * (answerError), bodies parsed as its JSON parser does (parseJsonBody).
+ */
+export function rawJsonRoute(
+  options: RawJsonRouteOptions,
+): (req: IncomingMessage, res: ServerResponse) => boolean {
+  const { handlers, bodyLimit, log } = options;
+  return (req, res) => {
+    if (req.method !== 'POST') return false;
+    const route = req.url === undefined ? undefined : handlers.get(req.url);
+    if (route === undefined || options.draining()) return false;
+    const headers = req.headers;
+    if (!isJson(headers['content-type'])) return false;
+    // An empty body, a length that is not a number or one over the limit: fastify's answer.
+    const declared = headers['content-length'];
+    if (declared !== undefined) {
+      const length = Number(declared);
+      if (!(length > 0 && length <= bodyLimit)) return false;
+    } else if (headers['transfer-encoding'] === undefined) return false;
+    const receivedAt = performance.now();
+    const id = requestId(headers['x-request-id']);
+    const path = req.url!;
+    const reply = new RawReply(res, receivedAt);
+    const fail = (err: unknown) =>
+      answerError(err, { id, method: 'POST', route: path }, reply, log, bodyLimit);
+    const parts: Buffer[] = [];
+    let size = 0;
+    const onData = (chunk: Buffer) => {
+      size += chunk.length;
+      if (size > bodyLimit) {
+        req.off('data', onData);
+        req.off('end', onEnd);
+        fail(new PayloadTooLarge(bodyLimit));
+        return;
+      }
+      parts.push(chunk);
+    };
+    const onEnd = () => {
+      const text = (parts.length === 1 ? parts[0]! : Buffer.concat(parts, size)).toString('utf8');
+      let body: unknown;
+      try {
+        body = parseJsonBody(text, 'POST');
+      } catch (err) {
+        fail(err);
+        return;
+      }
+      const request: ApiRequest = { id, headers, body, rawJson: text };
+      route(request, reply).catch(fail);
+    };
+    req.on('data', onData);
+    req.on('end', onEnd);
+    // A client that goes away mid-body: nothing to answer (the socket is closing).
+    req.on('error', () => {});
+    return true;
+  };
+}

@@ -1,0 +1,126 @@
+import { describe, expect, it } from 'vitest';
+import { chatBody, perTest, post, sseData } from './helpers/gateway.js';
+
+/**
+ * The generation paths' usual requests (POST, exact path, JSON body of a known length) are served
+ * without the web framework (src/api/raw-json-route.ts); everything else goes through fastify with
+ * the same handlers. A query string makes the framework-free route decline, so `?via=fastify` is
+ * the same request served by fastify: both ways must answer alike.
+ */
+describe('the framework-free generation route answers as the fastify route does', () => {
+  const fx = perTest();
+
+  async function setup(bodyLimitBytes?: number) {
+    const workers = await fx.mocks(1);
+    const gateway = await fx.gateway({
+      workers: workers.map((w) => ({ url: w.url })),
+      ...(bodyLimitBytes === undefined ? {} : { server: { bodyLimitBytes } }),
+    });
+    return gateway;
+  }
+
+  /** What must not differ between the two ways in: status, content type, and the body with its ids left out. */
+  function shape(answer: { status: number; headers: Headers; text: string }) {
+    const type = answer.headers.get('content-type');
+    let body: unknown = answer.text;
+    if (type?.startsWith('application/json')) {
+      const json = JSON.parse(answer.text) as Record<string, unknown>;
+      body =
+        'error' in json
+          ? json
+          : { object: json.object, finish: (json.choices as { finish_reason: unknown }[])[0]?.finish_reason };
+    } else if (type?.startsWith('text/event-stream')) {
+      body = sseData(answer.text).map((d) =>
+        d === '[DONE]'
+          ? d
+          : Object.keys(JSON.parse(d) as object)
+              .sort()
+              .join(','),
+      );
+    }
+    return { status: answer.status, type, body, requestId: answer.headers.get('x-request-id') !== null };
+  }
+
+  it('answers, refusals and errors are the same both ways', async () => {
+    const gateway = await setup();
+    const cases: [string, string | Record<string, unknown>][] = [
+      ['a whole answer', chatBody({ max_tokens: 3 })],
+      ['a stream', chatBody({ max_tokens: 3, stream: true })],
+      ['a completion', { model: 'mock-model', prompt: 'hi', max_tokens: 2 }],
+      ['not JSON', '{"model": "mock-model", "messages": ['],
+      ['a JSON array', '[1, 2]'],
+      ['too deeply nested', `{"model":"mock-model","messages":${'['.repeat(200)}${']'.repeat(200)}}`],
+      ['no messages', { model: 'mock-model' }],
+      ['a bad temperature', chatBody({ temperature: 7 })],
+      ['an unknown model', chatBody({ model: 'no-such-model' })],
+    ];
+    for (const [name, body] of cases) {
+      const path = name === 'a completion' ? '/v1/completions' : '/v1/chat/completions';
+      const raw = await post(`${gateway.url}${path}`, body);
+      const framework = await post(`${gateway.url}${path}?via=fastify`, body);
+      expect(shape(raw), name).toEqual(shape(framework));
+      expect(raw.text, name).not.toContain('Unknown request URL');
+      expect(framework.text, name).not.toContain('Unknown request URL');
+    }
+  });
+
+  it('a client X-Request-Id is kept, a bad one replaced, both ways', async () => {
+    const gateway = await setup();
+    for (const suffix of ['', '?via=fastify']) {
+      const kept = await post(`${gateway.url}/v1/chat/completions${suffix}`, chatBody({ max_tokens: 1 }), {
+        'x-request-id': 'client-id.42',
+      });
+      expect(kept.headers.get('x-request-id')).toBe('client-id.42');
+      const replaced = await post(
+        `${gateway.url}/v1/chat/completions${suffix}`,
+        chatBody({ max_tokens: 1 }),
+        {
+          'x-request-id': 'no spaces allowed',
+        },
+      );
+      expect(replaced.headers.get('x-request-id')).toMatch(/^req_[0-9a-f]{32}$/);
+    }
+  });
+
+  it('a chunked body (no Content-Length) is read; past the body limit it is a 413 like a declared one', async () => {
+    const gateway = await setup(4096);
+    const chunked = (text: string) =>
+      fetch(`${gateway.url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: new ReadableStream({
+          start(controller) {
+            const bytes = new TextEncoder().encode(text);
+            // In pieces, as a client streaming its upload sends it.
+            for (let at = 0; at < bytes.length; at += 1000) controller.enqueue(bytes.subarray(at, at + 1000));
+            controller.close();
+          },
+        }),
+        duplex: 'half',
+      } as RequestInit);
+    const ok = await chunked(JSON.stringify(chatBody({ max_tokens: 2 })));
+    expect(ok.status).toBe(200);
+    expect(((await ok.json()) as { object: string }).object).toBe('chat.completion');
+
+    const big = JSON.stringify(chatBody({ messages: [{ role: 'user', content: 'x'.repeat(10_000) }] }));
+    const refused = await chunked(big);
+    const declared = await post(`${gateway.url}/v1/chat/completions`, big);
+    expect(refused.status).toBe(413);
+    expect(declared.status).toBe(413);
+    expect(await refused.json()).toEqual(JSON.parse(declared.text));
+  });
+
+  it('a non-JSON content type and an empty body get the framework answers (415, 400), never a hang', async () => {
+    const gateway = await setup();
+    const text = await fetch(`${gateway.url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'text/plain' },
+      body: JSON.stringify(chatBody()),
+    });
+    expect(text.status).toBe(415);
+    expect(((await text.json()) as { error: { code: string } }).error.code).toBe('unsupported_media_type');
+    const empty = await post(`${gateway.url}/v1/chat/completions`, '');
+    expect(empty.status).toBe(400);
+    expect((empty.json() as { error: { type: string } }).error.type).toBe('invalid_request_error');
+  });
+});
