@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { chatBody, perTest, post, sseData } from './helpers/gateway.js';
 
@@ -122,5 +123,78 @@ describe('the framework-free generation route answers as the fastify route does'
     const empty = await post(`${gateway.url}/v1/chat/completions`, '');
     expect(empty.status).toBe(400);
     expect((empty.json() as { error: { type: string } }).error.type).toBe('invalid_request_error');
+  });
+});
+
+describe('the framework-free route with clients that misbehave', () => {
+  const fx = perTest();
+
+  /** Writes `request` on a raw socket and reads until `done` says the answer is whole (or 5 s). */
+  function exchange(url: string, parts: string[], done: (text: string) => boolean): Promise<string> {
+    const { hostname, port } = new URL(url);
+    return new Promise((resolve, reject) => {
+      let text = '';
+      const socket = connect(Number(port), hostname, () => {
+        for (const part of parts) socket.write(part);
+      });
+      socket.on('data', (chunk: Buffer) => {
+        text += chunk.toString('utf8');
+        if (done(text)) {
+          socket.destroy();
+          resolve(text);
+        }
+      });
+      socket.on('error', reject);
+      socket.setTimeout(5_000, () => {
+        socket.destroy();
+        reject(new Error(`no whole answer within 5 s: ${text}`));
+      });
+    });
+  }
+
+  const head = (json: string, extra = '') =>
+    `POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n` +
+    `Content-Length: ${Buffer.byteLength(json)}\r\n${extra}\r\n`;
+
+  it('two requests pipelined on one connection are both answered, in order', async () => {
+    const workers = await fx.mocks(1);
+    const gateway = await fx.gateway({ workers: workers.map((w) => ({ url: w.url })) });
+    const first = JSON.stringify(chatBody({ max_tokens: 1 }));
+    const second = '{"model": "mock-model"';
+    const text = await exchange(gateway.url, [head(first) + first + head(second) + second], (t) =>
+      /HTTP\/1\.1 400[\s\S]*invalid_json/.test(t),
+    );
+    expect(text.indexOf('HTTP/1.1 200')).toBeGreaterThanOrEqual(0);
+    expect(text.indexOf('HTTP/1.1 200')).toBeLessThan(text.indexOf('HTTP/1.1 400'));
+  });
+
+  it('Expect: 100-continue gets its 100, then the answer', async () => {
+    const workers = await fx.mocks(1);
+    const gateway = await fx.gateway({ workers: workers.map((w) => ({ url: w.url })) });
+    const json = JSON.stringify(chatBody({ max_tokens: 1 }));
+    const text = await exchange(gateway.url, [head(json, 'Expect: 100-continue\r\n'), json], (t) =>
+      t.includes('chat.completion'),
+    );
+    expect(text).toMatch(/^HTTP\/1\.1 100 Continue\r\n\r\nHTTP\/1\.1 200 /);
+  });
+
+  it('a client gone mid-body reaches no engine, and the gateway goes on serving', async () => {
+    const workers = await fx.mocks(1);
+    const gateway = await fx.gateway({ workers: workers.map((w) => ({ url: w.url })) });
+    const json = JSON.stringify(chatBody({ max_tokens: 1 }));
+    const { hostname, port } = new URL(gateway.url);
+    await new Promise<void>((resolve) => {
+      const socket = connect(Number(port), hostname, () => {
+        socket.write(head(json) + json.slice(0, 20));
+        setTimeout(() => {
+          socket.destroy();
+          resolve();
+        }, 100);
+      });
+    });
+    const after = await post(`${gateway.url}/v1/chat/completions`, chatBody({ max_tokens: 1 }));
+    expect(after.status).toBe(200);
+    // Only the whole request reached the engine.
+    expect(workers[0]!.stats.requests).toBe(1);
   });
 });
