@@ -1,4 +1,4 @@
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 
 /** A V8 CPU profile as `node --cpu-prof` writes it (the fields read here). */
@@ -28,14 +28,18 @@ function areaOf(url: string, fn: string): string {
   if (pkg) return pkg;
   if (url.startsWith('node:')) return 'node core';
   if (url.includes('/dist/') || url.includes('/src/')) return 'sluice';
+  if (url.includes('/bench/')) return 'floor relay code';
   return url === '' ? 'native' : 'other';
 }
 
-/** Summarizes the newest profile in `dir`. */
+/**
+ * Summarizes the main thread's profile in `dir`: the largest one (a process run with
+ * `--import tsx` writes one for its module-loader thread as well).
+ */
 export function summarizeProfile(dir: string): ProfileSummary {
   const name = readdirSync(dir)
     .filter((f) => f.endsWith('.cpuprofile'))
-    .sort()
+    .sort((a, b) => statSync(join(dir, a)).size - statSync(join(dir, b)).size)
     .at(-1);
   if (!name) throw new Error(`no .cpuprofile in ${dir}`);
   const file = join(dir, name);
@@ -62,7 +66,7 @@ export function summarizeProfile(dir: string): ProfileSummary {
     byArea: Object.fromEntries(
       [...byArea]
         .sort((a, b) => b[1] - a[1])
-        .slice(0, 12)
+        .slice(0, 16)
         .map(([k, v]) => [k, share(v)]),
     ),
     topFunctions: [...byFn]

@@ -17,7 +17,8 @@ import { round } from './stats.js';
 const QUICK = process.argv.includes('--quick');
 /** Runs the gateway under `node --cpu-prof` and summarizes where its CPU went (slower: figures are not comparable). */
 const PROFILE = process.argv.includes('--profile');
-const PROFILE_DIR = new URL('./results/profiles/', import.meta.url).pathname;
+/** One directory per run: the summary reads the largest profile in it. */
+const PROFILE_DIR = new URL(`./results/profiles/${Date.now()}/`, import.meta.url).pathname;
 const SECONDS = QUICK ? 3 : 5;
 /**
  * Before each measured non-streaming run. The gateway's JIT takes thousands of requests to
