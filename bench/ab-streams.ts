@@ -1,7 +1,8 @@
 /**
  * Compares two relays on streams, run at the same time so that a shared, noisy machine weighs on
  * both alike: `tsx bench/ab-streams.ts <a> <b> [streams each] [seconds]`, where a and b are a
- * gateway build's `cli/main.js` or `floor` (bench/floor-relay.ts). One mock worker at 50 tokens/s;
+ * gateway build's `cli/main.js` or `floor`, `floor:fastify`, `floor:duties` (bench/floor-relay.ts's
+ * modes). One mock worker at 50 tokens/s;
  * prints each relay's relayed events per CPU-second (from /proc/<pid>/stat) and the ratio.
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -9,7 +10,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { streams, summarize } from './load.js';
-import { cpuSeconds, type Proc, rssBytes, startCli, startFloorRelay, startNode, stop } from './processes.js';
+import {
+  cpuSeconds,
+  type FloorMode,
+  type Proc,
+  rssBytes,
+  startCli,
+  startFloorRelay,
+  startNode,
+  stop,
+} from './processes.js';
 
 /** Read and write system calls a process has made, from /proc/<pid>/io. */
 function syscalls(pid: number): { reads: number; writes: number } {
@@ -27,9 +37,10 @@ const configFile = join(dir, 'sluice.yaml');
 writeFileSync(configFile, stringify({ workers: [{ url: worker.url }], storage: { kind: 'none' } }));
 /** `AB_PROFILE_DIR=<dir>`: both relays run under `node --cpu-prof`, their profiles written there. */
 const prof = process.env.AB_PROFILE_DIR ? ['--cpu-prof', '--cpu-prof-dir', process.env.AB_PROFILE_DIR] : [];
+/** `floor`, `floor:fastify` or `floor:duties` (bench/floor-relay.ts's modes), or a gateway build. */
 const start = (what: string): Promise<Proc> =>
-  what === 'floor'
-    ? startFloorRelay(worker.url, prof)
+  what === 'floor' || what.startsWith('floor:')
+    ? startFloorRelay(worker.url, prof, (what.split(':')[1] ?? 'bare') as FloorMode)
     : startNode([...prof, what, 'serve', '--port', '0', '--config', configFile, '--log-level', 'info']);
 const relays = [await start(a), await start(b)];
 const body = (tokens: number) =>
