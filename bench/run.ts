@@ -19,7 +19,8 @@ const QUICK = process.argv.includes('--quick');
 const PROFILE = process.argv.includes('--profile');
 /** One directory per run: the summary reads the largest profile in it. */
 const PROFILE_DIR = new URL(`./results/profiles/${Date.now()}/`, import.meta.url).pathname;
-const SECONDS = QUICK ? 3 : 5;
+/** Measured seconds of each non-streaming target (1 s slices, taking turns). */
+const SECONDS = QUICK ? 4 : 8;
 /**
  * Before each measured non-streaming run. The gateway's JIT takes thousands of requests to
  * settle: at concurrency 1 its CPU per request still falls by half over the first 20 s.
@@ -70,16 +71,18 @@ async function streamCase(
 ): Promise<{ result: StreamResult; direct: StreamRun }> {
   const workerOrigin = new URL(worker.url).origin;
   const targetOrigin = new URL(target.url).origin;
-  const baseline =
-    direct ?? (await streams(workerOrigin, '/v1/chat/completions', body, count, '"content":" '));
-  // A few short streams first, alike for every target: a process's first streams run cold code.
-  await streams(
-    targetOrigin,
-    path,
-    body.replace(/"max_(output_)?tokens":\d+/, '"max_$1tokens":10'),
-    16,
-    marker,
-  );
+  const short = body.replace(/"max_(output_)?tokens":\d+/, '"max_$1tokens":10');
+  let baseline = direct;
+  if (!baseline) {
+    // The worker warmed as the relays are (below), so that what a relay adds is not measured
+    // against a cold worker's first burst (which made the added TTFT negative).
+    await streams(workerOrigin, '/v1/chat/completions', short, Math.min(count, STREAM_COUNT), '"content":" ');
+    baseline = await streams(workerOrigin, '/v1/chat/completions', body, count, '"content":" ');
+  }
+  // A burst of short streams first, alike for every target: a process's first burst runs cold
+  // code and opens its upstream connections (measured cold, the gateway's first 256-stream burst
+  // had a TTFT p99 of 1,035 ms against the floor's 732; warm, 379 against 256).
+  await streams(targetOrigin, path, short, Math.min(count, STREAM_COUNT), marker);
   // Memory per open stream: the peak while the streams are open (sampled every 100 ms) over the
   // process's memory just before (which still holds what earlier cases grew: a lower bound).
   const idleRss = rssBytes(target.pid);
@@ -218,11 +221,28 @@ async function main(): Promise<void> {
       const body = chat('fast', { max_tokens: 16 });
       const runs: Record<string, RequestRun> = {};
       const cpu: Record<string, number> = {};
-      for (const [name, { origin, pid }] of Object.entries(targets)) {
+      for (const { origin } of Object.values(targets)) {
         await closedLoop(origin, '/v1/chat/completions', body, concurrency, WARM_UP_SECONDS);
-        const before = pid === undefined ? 0 : cpuSeconds(pid);
-        runs[name] = await closedLoop(origin, '/v1/chat/completions', body, concurrency, SECONDS);
-        if (pid !== undefined) cpu[name] = cpuSeconds(pid) - before;
+      }
+      // Measured in 1 s slices, the targets taking turns in a new random order each round, so
+      // that the drift of a shared machine's load weighs on all of them alike.
+      for (let slice = 0; slice < SECONDS; slice++) {
+        const order = Object.keys(targets).sort(() => Math.random() - 0.5);
+        for (const name of order) {
+          const { origin, pid } = targets[name]!;
+          const before = pid === undefined ? 0 : cpuSeconds(pid);
+          const run = await closedLoop(origin, '/v1/chat/completions', body, concurrency, 1);
+          if (pid !== undefined) cpu[name] = (cpu[name] ?? 0) + cpuSeconds(pid) - before;
+          const total = runs[name];
+          runs[name] = total
+            ? {
+                latenciesMs: total.latenciesMs.concat(run.latenciesMs),
+                requests: total.requests + run.requests,
+                errors: total.errors + run.errors,
+                seconds: total.seconds + run.seconds,
+              }
+            : run;
+        }
       }
       const rps = (run: RequestRun) => Math.round(run.requests / run.seconds);
       const micros = (name: string) => round((cpu[name]! / runs[name]!.requests) * 1e6, 1);
