@@ -271,48 +271,29 @@ async function main(): Promise<void> {
     // 2. Streams at 50 tokens/s, one SSE event per token: direct, chat completions through the
     // gateway and the floor relay, and Responses through the gateway.
     const chatBody = chat('slow', { stream: true, max_tokens: STREAM_TOKENS });
-    // The gateway and the floor relay take turns (STREAM_ROUNDS each), so that a shared machine's
-    // load, which drifts over a run, weighs on both alike.
+    // The gateway, the floor relay and the duty floor take turns (STREAM_ROUNDS each), so that a
+    // shared machine's load, which drifts over a run, weighs on all of them alike.
     let direct: StreamRun | undefined;
-    const chatRounds: StreamResult[] = [];
-    const floorRounds: StreamResult[] = [];
-    const dutyRounds: StreamResult[] = [];
+    const relays = { chat: gateway, floor: slowFloor, duties: slowDuties };
+    const rounds: Record<keyof typeof relays, StreamResult[]> = { chat: [], floor: [], duties: [] };
     for (let n = 0; n < STREAM_ROUNDS; n++) {
-      const g = await streamCase(
-        gateway,
-        slow,
-        STREAM_COUNT,
-        '/v1/chat/completions',
-        chatBody,
-        '"content":" ',
-        direct,
-      );
-      direct = g.direct;
-      chatRounds.push(g.result);
-      const fl = await streamCase(
-        slowFloor,
-        slow,
-        STREAM_COUNT,
-        '/v1/chat/completions',
-        chatBody,
-        '"content":" ',
-        direct,
-      );
-      floorRounds.push(fl.result);
-      const du = await streamCase(
-        slowDuties,
-        slow,
-        STREAM_COUNT,
-        '/v1/chat/completions',
-        chatBody,
-        '"content":" ',
-        direct,
-      );
-      dutyRounds.push(du.result);
+      for (const [name, relay] of Object.entries(relays) as [keyof typeof relays, Proc][]) {
+        const run = await streamCase(
+          relay,
+          slow,
+          STREAM_COUNT,
+          '/v1/chat/completions',
+          chatBody,
+          '"content":" ',
+          direct,
+        );
+        direct = run.direct;
+        rounds[name].push(run.result);
+      }
     }
-    const c = { result: combine(chatRounds), direct: direct! };
-    const f = { result: combine(floorRounds) };
-    const du = combine(dutyRounds);
+    const c = { result: combine(rounds.chat), direct: direct! };
+    const f = { result: combine(rounds.floor) };
+    const du = combine(rounds.duties);
     const responsesBody = JSON.stringify({
       model: 'slow',
       input: prompt,

@@ -120,10 +120,6 @@ export class AccessControl {
     if (!sameSecret(given, expected)) throw new InvalidApiKey('invalid');
   }
 
-  /**
-   * Admits a client request: its key, the model it asks for, its budget and its rate limits.
-   * Undefined when the gateway runs open. `limited` is false for reads that cost no generation.
-   */
   /** `admit` for the model the request's JSON body names (none when it names none). */
   admitBody(
     request: Pick<ApiRequest, 'headers' | 'body'>,
@@ -135,6 +131,10 @@ export class AccessControl {
     return this.admit(request, reply, typeof model === 'string' ? model : undefined, limited, credential);
   }
 
+  /**
+   * Admits a client request: its key, the model it asks for, its budget and its rate limits.
+   * Undefined when the gateway runs open. `limited` is false for reads that cost no generation.
+   */
   async admit(
     request: Pick<ApiRequest, 'headers'>,
     reply: Pick<ApiReply, 'raw'>,

@@ -73,9 +73,9 @@ export function seriesObserver<T extends string>(
     for (let i = 0; i < bounds.length; i++) {
       if (value <= bounds[i]!) {
         // The bucket's key as text, made once: a fractional number made a key is formatted anew each time.
-        const key = keys[i]!;
+        const bucket = keys[i]!;
         const buckets = series.bucketValues as Record<string, number>;
-        if (Object.hasOwn(buckets, key)) buckets[key]! += 1;
+        if (Object.hasOwn(buckets, bucket)) buckets[bucket]! += 1;
         break;
       }
     }

@@ -45,10 +45,7 @@ export class ConcurrencyLimiter {
 
   /** Resolves once a slot is held; call `release()` exactly once afterwards. */
   acquire(signal?: AbortSignal): Promise<void> {
-    if (this.active < this.maxConcurrent) {
-      this.active++;
-      return Promise.resolve();
-    }
+    if (this.tryAcquire()) return Promise.resolve();
     if (this.queue.length >= this.queueSize) {
       return Promise.reject(new QueueFull(this.workerId, Math.max(1, Math.ceil(this.queueTimeoutMs / 1000))));
     }

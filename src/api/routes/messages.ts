@@ -146,7 +146,6 @@ export function messagesRoutes(ctx: GatewayContext) {
   async function countTokens(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const observer = new RequestObserver(ctx.metrics, ctx.log, COUNT_ROUTE, request.id);
     try {
-      const _raw = request.body as Record<string, unknown> | undefined;
       // Counting spends no generation: a key is needed, its rate limits are not.
       await ctx.access.admitBody(request, reply, false, credentialOf(request));
       const body = validateBody(countTokensRequestSchema, request.body);
