@@ -1,9 +1,10 @@
 /**
  * Profiles one case, through the gateway and the reference relays one after another:
- * `tsx bench/profile-case.ts nonstreaming|streams [seconds] [--gateway-only] [--no-prof]`.
+ * `tsx bench/profile-case.ts nonstreaming|streams|openings [seconds] [--gateway-only] [--no-prof]`.
  * Starts a mock worker, then each relay (the gateway from the build, and the floor relay in its
  * bare, fastify and duties modes) under `node --cpu-prof`, drives the case through it (non-streaming
- * at concurrency 64, or 256 streams at 50 events/s), and prints each relay's CPU per unit of
+ * at concurrency 64, 256 streams at 50 events/s, or bursts of 256 one-token streams opened at once
+ * for the cost of a stream's opening), and prints each relay's CPU per unit of
  * work (from /proc) and where it went: each area's share of the profile's busy time times that
  * CPU, in µs per request or per event, side by side. Start-up is in the profiles too, so the
  * areas are estimates; the /proc figures are not.
@@ -21,7 +22,7 @@ const kind = process.argv[2] ?? 'nonstreaming';
 const seconds = Number(process.argv[3] ?? 10);
 const profiled = !process.argv.includes('--no-prof');
 const gatewayOnly = process.argv.includes('--gateway-only');
-const streaming = kind === 'streams';
+const streaming = kind === 'streams' || kind === 'openings';
 const root = mkdtempSync(join(tmpdir(), 'sluice-prof-'));
 const worker = await startCli(
   streaming
@@ -31,7 +32,7 @@ const worker = await startCli(
 const configFile = join(root, 'sluice.yaml');
 writeFileSync(configFile, stringify({ workers: [{ url: worker.url }], storage: { kind: 'none' } }));
 const prompt = 'x'.repeat(1000);
-const unit = streaming ? 'event' : 'request';
+const unit = kind === 'streams' ? 'event' : kind === 'openings' ? 'stream' : 'request';
 
 const relays: { name: string; start: (nodeArgs: string[]) => Promise<Proc> }[] = [
   {
@@ -47,6 +48,22 @@ const relays: { name: string; start: (nodeArgs: string[]) => Promise<Proc> }[] =
 
 /** Drives the case through `origin`; returns the units of work done. */
 async function drive(origin: string, proc: Proc): Promise<{ units: number; cpu: number }> {
+  if (kind === 'openings') {
+    const body = JSON.stringify({
+      model: 'm',
+      messages: [{ role: 'user', content: prompt }],
+      stream: true,
+      max_tokens: 1,
+    });
+    await streams(origin, '/v1/chat/completions', body, 256, '"content":" ');
+    const before = cpuSeconds(proc.pid);
+    const until = performance.now() + seconds * 1000;
+    let units = 0;
+    while (performance.now() < until) {
+      units += 256 - (await streams(origin, '/v1/chat/completions', body, 256, '"content":" ')).errors;
+    }
+    return { units, cpu: cpuSeconds(proc.pid) - before };
+  }
   if (streaming) {
     const body = JSON.stringify({
       model: 'm',

@@ -34,6 +34,14 @@ const STREAM_ROUNDS = QUICK ? 1 : 2;
 /** The burst: this many streams opened at once on one worker, through the default admission limits. */
 const BURST_STREAMS = 2000;
 const BURST_TOKENS = 100;
+/**
+ * Time to first token under a burst: rounds of 256 short streams opened at once, the direct
+ * worker and every relay taking turns in a new random order each round. A baseline measured once
+ * beside relays measured minutes later made the floor's added TTFT anything from -10 to +40 ms
+ * (one burst's p50 on the worker alone moves between 20 and 70 ms on this machine).
+ */
+const TTFT_ROUNDS = QUICK ? 4 : 12;
+const TTFT_TOKENS = 20;
 
 const prompt = 'x'.repeat(1000);
 const chat = (model: string, extra: Record<string, unknown> = {}) =>
@@ -148,6 +156,56 @@ function combine(rounds: StreamResult[]): StreamResult {
       ttftAddedMs: r.ttftAddedMs,
       rssPerStreamKB: r.gatewayRssPerStreamKB,
     })),
+  };
+}
+
+interface TtftResult {
+  streams: number;
+  rounds: number;
+  tokens: number;
+  /** Each target's TTFT p50 / p99 in ms, the mean over the rounds. */
+  ms: Record<'direct' | 'floor' | 'dutyFloor' | 'gateway', { p50: number; p99: number }>;
+  /** What each relay adds to the direct worker's TTFT (means over the rounds, subtracted). */
+  addedMs: Record<'floor' | 'dutyFloor' | 'gateway', { p50: number; p99: number }>;
+  /** The gateway's added TTFT over the floor's. */
+  ratio: { p50: number; p99: number };
+  errors: number;
+}
+
+async function ttftCase(origins: Record<keyof TtftResult['ms'], string>, body: string): Promise<TtftResult> {
+  const names = Object.keys(origins) as (keyof TtftResult['ms'])[];
+  const p50 = Object.fromEntries(names.map((name) => [name, [] as number[]]));
+  const p99 = Object.fromEntries(names.map((name) => [name, [] as number[]]));
+  let errors = 0;
+  for (let n = 0; n < TTFT_ROUNDS; n++) {
+    for (const name of [...names].sort(() => Math.random() - 0.5)) {
+      const run = await streams(origins[name], '/v1/chat/completions', body, STREAM_COUNT, '"content":" ');
+      const s = summarize(run.ttftMs);
+      p50[name]!.push(s.p50);
+      p99[name]!.push(s.p99);
+      errors += run.errors;
+    }
+  }
+  const mean = (values: number[]) => values.reduce((a, b) => a + b, 0) / values.length;
+  const ms = Object.fromEntries(
+    names.map((name) => [name, { p50: round(mean(p50[name]!)), p99: round(mean(p99[name]!)) }]),
+  ) as TtftResult['ms'];
+  const added = (name: keyof TtftResult['ms']) => ({
+    p50: round(ms[name].p50 - ms.direct.p50),
+    p99: round(ms[name].p99 - ms.direct.p99),
+  });
+  const addedMs = { floor: added('floor'), dutyFloor: added('dutyFloor'), gateway: added('gateway') };
+  return {
+    streams: STREAM_COUNT,
+    rounds: TTFT_ROUNDS,
+    tokens: TTFT_TOKENS,
+    ms,
+    addedMs,
+    ratio: {
+      p50: round(addedMs.gateway.p50 / addedMs.floor.p50, 2),
+      p99: round(addedMs.gateway.p99 / addedMs.floor.p99, 2),
+    },
+    errors,
   };
 }
 
@@ -321,13 +379,21 @@ async function main(): Promise<void> {
         c.result.eventsPerGatewayCpuSecond / du.eventsPerGatewayCpuSecond,
         2,
       ),
-      ttftAdded: {
-        p50: round(c.result.ttftAddedMs.p50 / f.result.ttftAddedMs.p50, 2),
-        p99: round(c.result.ttftAddedMs.p99 / f.result.ttftAddedMs.p99, 2),
-      },
     };
 
-    // 3. The burst: 2,000 chat streams opened at once on the one slow worker.
+    // 3. Time to first token under a burst of 256 streams, in rounds taking turns (the relays
+    // are warm: the stream rounds above ran through them).
+    results.ttft = await ttftCase(
+      {
+        direct: new URL(slow.url).origin,
+        floor: new URL(slowFloor.url).origin,
+        dutyFloor: new URL(slowDuties.url).origin,
+        gateway: new URL(gateway.url).origin,
+      },
+      chat('slow', { stream: true, max_tokens: TTFT_TOKENS }),
+    );
+
+    // 4. The burst: 2,000 chat streams opened at once on the one slow worker.
     const burstBody = chat('slow', { stream: true, max_tokens: BURST_TOKENS });
     const burstDirect = await streams(
       new URL(slow.url).origin,
@@ -356,7 +422,7 @@ async function main(): Promise<void> {
     );
     results.burst = { streams: BURST_STREAMS, tokens: BURST_TOKENS, gateway: bg.result, floor: bf.result };
 
-    // 4. Routing decision time.
+    // 5. Routing decision time.
     results.cacheAwareDecisionMicros = Object.fromEntries(
       Object.entries(routingDecisionMicros()).map(([k, v]) => [k, round(v, 2)]),
     );

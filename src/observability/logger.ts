@@ -61,7 +61,17 @@ export function createLogger(
   }
   if (destination)
     return pino({ level, base: { service: 'sluice' }, timestamp: cachedIsoTime() }, destination);
-  const stream = pino.destination({ sync: false, minLength: BATCH_BYTES, maxWrite: 4 * BATCH_BYTES });
+  // Buffer mode: in its default (utf8) mode sonic-boom appends each line to one string and takes
+  // that string's byte length on every write, which flattens it, so a line costs as much as the
+  // batch pending before it (measured: 9 KB allocated per request line at a 16 KiB batch, the
+  // largest allocation of a stream's opening). In buffer mode it keeps the lines as Buffers with
+  // their lengths and joins them once per write.
+  const stream = pino.destination({
+    sync: false,
+    minLength: BATCH_BYTES,
+    maxWrite: 4 * BATCH_BYTES,
+    contentMode: 'buffer',
+  });
   const timer = setInterval(() => stream.flush(), FLUSH_INTERVAL_MS);
   timer.unref();
   process.once('exit', () => {
@@ -71,5 +81,12 @@ export function createLogger(
       // stdout already closed
     }
   });
-  return pino({ level, base: { service: 'sluice' }, timestamp: cachedIsoTime() }, stream);
+  // pino writes strings; sonic-boom's buffer mode takes Buffers (its typings say string).
+  const write = stream.write.bind(stream) as unknown as (line: Buffer) => boolean;
+  const batched = {
+    write: (line: string) => write(Buffer.from(line, 'utf8')),
+    flush: () => stream.flush(),
+    flushSync: () => stream.flushSync(),
+  };
+  return pino({ level, base: { service: 'sluice' }, timestamp: cachedIsoTime() }, batched);
 }
