@@ -2,7 +2,8 @@
  * Compares two relays on streams, run at the same time so that a shared, noisy machine weighs on
  * both alike: `tsx bench/ab-streams.ts <a> <b> [streams each] [seconds]`, where a and b are a
  * gateway build's `cli/main.js` or `floor`, `floor:fastify`, `floor:duties` (bench/floor-relay.ts's
- * modes). One mock worker at 50 tokens/s;
+ * modes), a gateway build possibly after node flags (`'--max-semi-space-size=32 dist/cli/main.js'`).
+ * One mock worker at 50 tokens/s;
  * prints each relay's relayed events per CPU-second (from /proc/<pid>/stat) and the ratio.
  */
 import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
@@ -41,7 +42,17 @@ const prof = process.env.AB_PROFILE_DIR ? ['--cpu-prof', '--cpu-prof-dir', proce
 const start = (what: string): Promise<Proc> =>
   what === 'floor' || what.startsWith('floor:')
     ? startFloorRelay(worker.url, prof, (what.split(':')[1] ?? 'bare') as FloorMode)
-    : startNode([...prof, what, 'serve', '--port', '0', '--config', configFile, '--log-level', 'info']);
+    : startNode([
+        ...prof,
+        ...what.split(' '),
+        'serve',
+        '--port',
+        '0',
+        '--config',
+        configFile,
+        '--log-level',
+        'info',
+      ]);
 const relays = [await start(a), await start(b)];
 const body = (tokens: number) =>
   JSON.stringify({

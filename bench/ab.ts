@@ -3,6 +3,7 @@
  * noisy machine weighs on both alike: `tsx bench/ab.ts <a/cli/main.js> <b/cli/main.js> [seconds] [concurrency]`.
  * Starts one mock worker and a gateway from each build, then alternates 1 s slices of closed-loop
  * load between them; prints each one's CPU per request (from /proc/<pid>/stat) and the ratio.
+ * A side may carry node flags before its build: `'--max-semi-space-size=32 dist/cli/main.js'`.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -30,7 +31,10 @@ const worker = await startCli([
 const configFile = join(dir, 'sluice.yaml');
 writeFileSync(configFile, stringify({ workers: [{ url: worker.url }], storage: { kind: 'none' } }));
 const args = ['serve', '--port', '0', '--config', configFile, '--log-level', 'info'];
-const gateways: Proc[] = [await startNode([a, ...args]), await startNode([b, ...args])];
+const gateways: Proc[] = [
+  await startNode([...a.split(' '), ...args]),
+  await startNode([...b.split(' '), ...args]),
+];
 const body = JSON.stringify({
   model: 'm',
   messages: [{ role: 'user', content: 'x'.repeat(1000) }],

@@ -1,5 +1,6 @@
-import { connect } from 'node:net';
+import { connect, type Socket } from 'node:net';
 import { Writable } from 'node:stream';
+import OpenAI from 'openai';
 import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
@@ -32,6 +33,22 @@ function rawPost(path: string, body: unknown): string {
     `POST ${path} HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n` +
     `Content-Length: ${Buffer.byteLength(json)}\r\nConnection: keep-alive\r\n\r\n${json}`
   );
+}
+
+/** Opens a raw TCP connection, writes `head`, then stalls; resolves with what the gateway wrote and how long it held on. */
+function stallAfter(url: string, head: string): Promise<{ answer: string; heldMs: number }> {
+  const { hostname, port } = new URL(url);
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const socket: Socket = connect(Number(port), hostname, () => socket.write(head));
+    const parts: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => parts.push(chunk));
+    socket.on('error', reject);
+    socket.on('close', () =>
+      resolve({ answer: Buffer.concat(parts).toString('utf8'), heldMs: performance.now() - started }),
+    );
+    socket.setTimeout(10_000, () => socket.destroy(new Error('the gateway held a stalled request for 10 s')));
+  });
 }
 
 describe('edge cases of client requests', () => {
@@ -219,6 +236,41 @@ describe('edge cases of client requests', () => {
     const recent = snapshot.recent.filter((r) => r.route === 'responses');
     expect(recent).toHaveLength(3);
     for (const r of recent) expect(r).toMatchObject({ status: 499, outcome: 'client_gone' });
+  });
+  it('a client that stalls inside its request (slowloris) is answered 408 and cut off; a stream longer than that bound is not', async () => {
+    const { workers, gateway } = await setup({ server: { requestTimeoutMs: 500 } });
+    const head =
+      'POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n' +
+      'Content-Length: 200\r\n\r\n{"model":"mock-model",';
+    // Part of a body, part of the headers: both held for the bound at most (checked every 125 ms).
+    for (const partial of [head, 'POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nX-Slow: ']) {
+      const { answer, heldMs } = await stallAfter(gateway.url, partial);
+      expect(answer).toMatch(/^HTTP\/1\.1 408 /);
+      expect(heldMs).toBeGreaterThanOrEqual(450);
+      expect(heldMs).toBeLessThan(2_000);
+    }
+    expect(workers[0]!.stats.requests).toBe(0);
+    // The bound is on receiving the request, not on the answer: a 1.2 s stream ends whole.
+    const slow = await fx.mocks(1, { tokensPerSecond: 20 });
+    const streaming = await fx.gateway({
+      workers: slow.map((w) => ({ url: w.url })),
+      server: { requestTimeoutMs: 500 },
+    });
+    const client = new OpenAI({ baseURL: `${streaming.url}/v1`, apiKey: 'none' });
+    const stream = await client.chat.completions.create({
+      model: 'mock-model',
+      messages: [{ role: 'user', content: 'hi' }],
+      max_tokens: 24,
+      stream: true,
+    });
+    let tokens = 0;
+    let finish: string | null | undefined;
+    for await (const chunk of stream) {
+      if (chunk.choices[0]?.delta.content) tokens++;
+      finish = chunk.choices[0]?.finish_reason ?? finish;
+    }
+    expect(tokens).toBe(24);
+    expect(finish).toBe('length');
   });
 });
 

@@ -91,17 +91,23 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
   });
   const app = Fastify({
     serverFactory: (handler, options) => {
-      const server = createServer((req, res) => {
-        if (!raw(req, res)) handler(req, res);
-      });
+      // A whole request must arrive within requestTimeoutMs (node answers 408 past it); node
+      // checks its connections for it every connectionsCheckingInterval (30 s by default: a
+      // stalled client would hold its connection for up to that much longer).
+      const requestTimeout = ctx.config.server.requestTimeoutMs;
+      const server = createServer(
+        {
+          requestTimeout,
+          headersTimeout: Math.min(60_000, requestTimeout),
+          connectionsCheckingInterval: Math.min(30_000, Math.max(100, Math.ceil(requestTimeout / 4))),
+        },
+        (req, res) => {
+          if (!raw(req, res)) handler(req, res);
+        },
+      );
       // What fastify does to a server it makes itself (lib/server.js).
-      const timeouts = options as {
-        keepAliveTimeout?: number;
-        requestTimeout?: number;
-        connectionTimeout?: number;
-      };
+      const timeouts = options as { keepAliveTimeout?: number; connectionTimeout?: number };
       server.keepAliveTimeout = timeouts.keepAliveTimeout ?? 72_000;
-      server.requestTimeout = timeouts.requestTimeout ?? 0;
       server.setTimeout(timeouts.connectionTimeout ?? 0);
       return server;
     },

@@ -40,6 +40,7 @@ const ENV_PATHS: Record<
   SLUICE_PORT: { path: ['server', 'port'], kind: 'number' },
   SLUICE_BODY_LIMIT_BYTES: { path: ['server', 'bodyLimitBytes'], kind: 'number' },
   SLUICE_SHUTDOWN_GRACE_MS: { path: ['server', 'shutdownGraceMs'], kind: 'number' },
+  SLUICE_REQUEST_TIMEOUT_MS: { path: ['server', 'requestTimeoutMs'], kind: 'number' },
   SLUICE_PROCESSES: { path: ['server', 'processes'], kind: 'number' },
   SLUICE_EXPOSE_WORKER: { path: ['server', 'exposeWorker'], kind: 'boolean' },
   SLUICE_LOG_LEVEL: { path: ['log', 'level'], kind: 'string' },

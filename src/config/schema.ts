@@ -79,6 +79,13 @@ export const configSchema = z.strictObject({
       host: z.string().min(1).default('127.0.0.1'),
       port: z.number().int().min(0).max(65535).default(8080),
       bodyLimitBytes: positiveInt.default(8 * 1024 * 1024),
+      /**
+       * Longest a client may take to send a whole request, headers and body: past it the request
+       * is answered 408 and its connection closed. It bounds clients that send part of a request
+       * and stall (slowloris), which otherwise hold a connection forever. Answers, streams
+       * included, are not bounded by it.
+       */
+      requestTimeoutMs: positiveInt.default(60_000),
       /** On SIGTERM, how long in-flight streams may go on before they are ended. */
       shutdownGraceMs: nonNegativeInt.default(10_000),
       /** Gateway processes sharing the port (node:cluster); 1 runs the gateway in this process. */

@@ -27,6 +27,9 @@ function sameLabels(a: Record<string, string | number>, b: Record<string, string
   return true;
 }
 
+/** The bucket keys of a histogram's bounds as text, made once per histogram (a stream opens an observer). */
+const bucketKeys = new WeakMap<readonly number[], readonly string[]>();
+
 /**
  * Observes one series of a histogram, for what is observed once per relayed event (the gap
  * between events). prom-client's `observe` copies, checks and hashes the labels on every call,
@@ -44,7 +47,11 @@ export function seriesObserver<T extends string>(
   if (typeof internals.hashMap !== 'object' || internals.hashMap === null || !Array.isArray(bounds)) {
     return (value) => histogram.observe(labels, value);
   }
-  const keys = bounds.map(String);
+  let keys = bucketKeys.get(bounds);
+  if (keys === undefined) {
+    keys = bounds.map(String);
+    bucketKeys.set(bounds, keys);
+  }
   let map: Record<string, HistogramSeries> | undefined;
   let key = '';
   let series: HistogramSeries | undefined;
