@@ -232,3 +232,52 @@ describe('a stream never just stops', () => {
     }
   });
 });
+
+describe('the idle clock restarts at every token', () => {
+  interface ChatChunk {
+    choices: { delta?: { content?: string }; finish_reason: string | null }[];
+  }
+  /** Reads a stream with fetch, noting when each of its events arrived. */
+  async function timedEvents(url: string, headers: Record<string, string> = {}) {
+    const res = await fetch(`${url}/v1/chat/completions`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', ...headers },
+      body: JSON.stringify(chatBody({ stream: true, max_tokens: 12 })),
+    });
+    expect(res.status).toBe(200);
+    const events: { at: number; data: string }[] = [];
+    const decoder = new TextDecoder();
+    let pending = '';
+    for await (const chunk of res.body!) {
+      pending += decoder.decode(chunk, { stream: true });
+      const parts = pending.split('\n\n');
+      pending = parts.pop()!;
+      for (const part of parts) events.push({ at: performance.now(), data: part.replace(/^data: /, '') });
+    }
+    return events;
+  }
+
+  it('a stream longer than the idle timeout, with a token within it every time, is never cut; a stall is, idleMs after the last token', async () => {
+    // One token every 100 ms, 12 of them: 1.2 s, four times the idle timeout.
+    const [worker] = await startMocks(1, { tokensPerSecond: 10 });
+    const gw = await startGateway({ workers: [{ url: worker!.url }], timeouts: { idleMs: 300 } });
+    try {
+      const whole = await timedEvents(gw.url);
+      expect(whole.at(-1)!.data).toBe('[DONE]');
+      const chunks = whole.slice(0, -1).map((e) => JSON.parse(e.data) as ChatChunk);
+      expect(chunks.filter((c) => c.choices[0]?.delta?.content).length).toBe(12);
+      expect(chunks.at(-1)!.choices[0]!.finish_reason).toBe('length');
+      // Four tokens, then nothing: cut 300 ms after the last one (not after the stream's start,
+      // and not after the previous timer's turn).
+      const stalled = await timedEvents(gw.url, { 'x-mock-fault': 'stall_after:4' });
+      const last = stalled.at(-1)!;
+      expect((JSON.parse(last.data) as { error: { code: string } }).error.code).toBe('stream_idle_timeout');
+      const lastToken = stalled.filter((e) => e.data.includes('"content":"')).at(-1)!;
+      expect(last.at - lastToken.at).toBeGreaterThanOrEqual(290);
+      expect(last.at - lastToken.at).toBeLessThan(2_000);
+    } finally {
+      await gw.close();
+      await worker!.close();
+    }
+  });
+});

@@ -67,7 +67,21 @@ export class EngineStream {
   private paused = false;
   private idleTimer: NodeJS.Timeout | undefined;
   private deadlineTimer: NodeJS.Timeout | undefined;
+  /**
+   * When the idle clock last started over (`performance.now()`): at the last progress, or when
+   * reading started or resumed. The idle timer is not moved on every progress event (a timer
+   * list operation per relayed token); when it fires early it is set again for what is left.
+   */
+  private idleSince = 0;
   private lastOutputAt = 0;
+  /** The state of one read's events, for `inspectEvent` (one callback for every read, not one made per read). */
+  private readFailed: StreamError | undefined;
+  private readCompleted = false;
+  private readFirstOffset = -1;
+  private readForwardEnd = 0;
+  private readChunks: ParsedChunk[] = [];
+  private readonly inspectEvent = (raw: Buffer) => this.handleEvent(raw);
+  private readonly onIdleTimer = () => this.checkIdle();
   private readonly onData = (chunk: Buffer) => this.handleChunk(chunk);
   private readonly onEnd = () => this.handleEnd('eof');
   private readonly onError = (err: Error) => this.handleReadError(err);
@@ -92,7 +106,8 @@ export class EngineStream {
     this.body.on('end', this.onEnd);
     this.body.on('error', this.onError);
     this.body.on('close', this.onClose);
-    this.idleTimer = setTimeout(() => this.timeout('idle'), this.options.idleMs);
+    this.idleSince = performance.now();
+    this.idleTimer = setTimeout(this.onIdleTimer, this.options.idleMs);
     this.deadlineTimer = setTimeout(() => this.timeout('deadline'), Math.max(1, this.options.deadlineMs));
   }
 
@@ -112,7 +127,8 @@ export class EngineStream {
   resume(): void {
     if (this.ended || !this.paused) return;
     this.paused = false;
-    this.idleTimer?.refresh();
+    this.idleSince = performance.now();
+    this.idleTimer = setTimeout(this.onIdleTimer, this.options.idleMs);
     this.body.resume();
   }
 
@@ -128,32 +144,24 @@ export class EngineStream {
 
   private handleChunk(chunk: Buffer): void {
     if (this.ended) return;
-    let failed: StreamError | undefined;
-    let completed = false;
+    this.readFailed = undefined;
+    this.readCompleted = false;
+    this.readFirstOffset = -1;
     /** End offset (in the pushed region) of the last event to forward. */
-    let forwardEnd = 0;
-    let firstOffset = -1;
+    this.readForwardEnd = 0;
     const chunks: ParsedChunk[] = [];
-    const region = this.splitter.push(chunk, (raw) => {
-      if (failed || completed) return;
-      if (firstOffset < 0) firstOffset = raw.byteOffset;
-      const verdict: EventVerdict = this.tracker.inspect(parseSseFields(raw));
-      if (verdict.kind === 'error') {
-        failed = verdict.error;
-        return;
-      }
-      if (verdict.kind === 'chunk') chunks.push(verdict.chunk);
-      else if (verdict.kind === 'done') completed = true;
-      forwardEnd = raw.byteOffset - firstOffset + raw.length;
-    });
+    this.readChunks = chunks;
+    const region = this.splitter.push(chunk, this.inspectEvent);
+    let failed = this.readFailed as StreamError | undefined;
+    let forwardEnd = this.readForwardEnd;
     if (!failed && this.splitter.overflowed) {
       failed = new UpstreamLimitExceeded(this.options.requestId, 'event', this.splitter.maxEventBytes);
     }
-    // Only progress resets the idle clock: an engine sending keep-alives alone is stalled.
+    // Only progress restarts the idle clock: an engine sending keep-alives alone is stalled.
     if (chunks.some(isProgress)) {
-      this.idleTimer?.refresh();
+      const now = performance.now();
+      this.idleSince = now;
       if (this.options.onGap) {
-        const now = performance.now();
         if (this.lastOutputAt > 0) this.options.onGap((now - this.lastOutputAt) / 1000);
         this.lastOutputAt = now;
       }
@@ -174,7 +182,29 @@ export class EngineStream {
       this.sink.onEvents(forwardEnd === region.length ? region : region.subarray(0, forwardEnd), chunks);
     }
     if (failed) this.fail(failed);
-    else if (completed) this.complete(true);
+    else if (this.readCompleted) this.complete(true);
+  }
+
+  /** One whole event of the current read (see handleChunk). */
+  private handleEvent(raw: Buffer): void {
+    if (this.readFailed || this.readCompleted) return;
+    if (this.readFirstOffset < 0) this.readFirstOffset = raw.byteOffset;
+    const verdict: EventVerdict = this.tracker.inspect(parseSseFields(raw));
+    if (verdict.kind === 'error') {
+      this.readFailed = verdict.error;
+      return;
+    }
+    if (verdict.kind === 'chunk') this.readChunks.push(verdict.chunk);
+    else if (verdict.kind === 'done') this.readCompleted = true;
+    this.readForwardEnd = raw.byteOffset - this.readFirstOffset + raw.length;
+  }
+
+  /** The idle timer fired: the stream is stalled, or progress came since it was set. */
+  private checkIdle(): void {
+    if (this.ended || this.paused) return;
+    const left = this.options.idleMs - (performance.now() - this.idleSince);
+    if (left <= 0) this.timeout('idle');
+    else this.idleTimer = setTimeout(this.onIdleTimer, left);
   }
 
   private handleEnd(how: 'eof' | 'reset'): void {
