@@ -12,33 +12,78 @@ function histogram(registry: Registry) {
   });
 }
 
-describe('seriesObserver', () => {
-  it('scrapes exactly as observe does, before and after a reset, beside other series', async () => {
+const labels = { route: 'chat_completions', model: 'm' };
+
+/**
+ * The exposition text with each `_sum` rounded to 9 decimals: added a batch at a time, the sum
+ * of the same values differs from prom-client's one-by-one sum in its last bits.
+ */
+async function scrape(registry: Registry): Promise<string> {
+  return (await registry.metrics()).replace(
+    /(_sum\{[^}]*\} )(\S+)/g,
+    (_, head: string, value: string) => `${head}${Number(Number(value).toFixed(9))}`,
+  );
+}
+
+describe('seriesObserver (the inter-token histogram, folded per stream)', () => {
+  it('scrapes exactly as observe does once flushed, before and after a reset and a zero, beside other series', async () => {
     const viaObserve = new Registry();
     const viaSeries = new Registry();
     const a = histogram(viaObserve);
     const b = histogram(viaSeries);
-    const labels = { route: 'chat_completions', model: 'm' };
-    const observe = seriesObserver(b, labels);
+    const gaps = seriesObserver(b, labels);
+    // Values in every bucket and past the last bound (+Inf), more than one fold's worth.
     const values = Array.from({ length: 500 }, (_, i) => (i % 7 === 0 ? 5 : (i % 13) / 100));
     for (const v of values) {
       a.observe(labels, v);
-      observe(v);
+      gaps.observe(v);
     }
     a.observe({ route: 'chat_completions', model: 'other' }, 0.5);
     b.observe({ route: 'chat_completions', model: 'other' }, 0.5);
-    expect(await viaSeries.metrics()).toBe(await viaObserve.metrics());
+    gaps.flush();
+    expect(await scrape(viaSeries)).toBe(await scrape(viaObserve));
     viaObserve.resetMetrics();
     viaSeries.resetMetrics();
     for (const v of [0.05, 0.5, 2]) {
       a.observe(labels, v);
-      observe(v);
+      gaps.observe(v);
     }
-    expect(await viaSeries.metrics()).toBe(await viaObserve.metrics());
+    gaps.flush();
+    expect(await scrape(viaSeries)).toBe(await scrape(viaObserve));
     a.zero(labels);
     b.zero(labels);
     a.observe(labels, 0.002);
-    observe(0.002);
-    expect(await viaSeries.metrics()).toBe(await viaObserve.metrics());
+    gaps.observe(0.002);
+    gaps.flush();
+    gaps.flush();
+    expect(await scrape(viaSeries)).toBe(await scrape(viaObserve));
+  });
+
+  it('a scrape lags by at most 64 values or a second of them, without a flush', async () => {
+    const registry = new Registry();
+    const h = histogram(registry);
+    const gaps = seriesObserver(h, labels);
+    const count = async () =>
+      (await h.get()).values.find((v) => v.metricName === 'gap_seconds_count')?.value ?? 0;
+    for (let i = 0; i < 63; i++) gaps.observe(0.005);
+    expect(await count()).toBe(0);
+    gaps.observe(0.005);
+    expect(await count()).toBe(64);
+    // Slow tokens: two gaps of 0.6 s add up to more than a second.
+    gaps.observe(0.6);
+    expect(await count()).toBe(64);
+    gaps.observe(0.6);
+    expect(await count()).toBe(66);
+  });
+
+  it('a stream that ends flushes its gaps: the metric counts them at once', async () => {
+    const registry = new Registry();
+    const h = histogram(registry);
+    const gaps = seriesObserver(h, labels);
+    for (const v of [0.02, 0.03, 0.04]) gaps.observe(v);
+    gaps.flush();
+    const values = (await h.get()).values;
+    expect(values.find((v) => v.metricName === 'gap_seconds_count')?.value).toBe(3);
+    expect(values.find((v) => v.metricName === 'gap_seconds_sum')?.value).toBeCloseTo(0.09, 10);
   });
 });

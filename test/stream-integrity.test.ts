@@ -238,11 +238,11 @@ describe('the idle clock restarts at every token', () => {
     choices: { delta?: { content?: string }; finish_reason: string | null }[];
   }
   /** Reads a stream with fetch, noting when each of its events arrived. */
-  async function timedEvents(url: string, headers: Record<string, string> = {}) {
+  async function timedEvents(url: string, headers: Record<string, string> = {}, tokens = 12) {
     const res = await fetch(`${url}/v1/chat/completions`, {
       method: 'POST',
       headers: { 'content-type': 'application/json', ...headers },
-      body: JSON.stringify(chatBody({ stream: true, max_tokens: 12 })),
+      body: JSON.stringify(chatBody({ stream: true, max_tokens: tokens })),
     });
     expect(res.status).toBe(200);
     const events: { at: number; data: string }[] = [];
@@ -257,16 +257,27 @@ describe('the idle clock restarts at every token', () => {
     return events;
   }
 
-  it('a stream longer than the idle timeout, with a token within it every time, is never cut; a stall is, idleMs after the last token', async () => {
+  it('a stream longer than the idle timeout, with a token within it every time, is never cut (and its gaps are counted when it ends); a stall is cut idleMs after the last token', async () => {
     // One token every 100 ms, 12 of them: 1.2 s, four times the idle timeout.
     const [worker] = await startMocks(1, { tokensPerSecond: 10 });
     const gw = await startGateway({ workers: [{ url: worker!.url }], timeouts: { idleMs: 300 } });
     try {
+      const itl = { route: 'chat_completions', model: 'mock-model' };
+      const before = await metricOrZero(gw.url, 'sluice_inter_token_latency_seconds_count', itl);
       const whole = await timedEvents(gw.url);
       expect(whole.at(-1)!.data).toBe('[DONE]');
       const chunks = whole.slice(0, -1).map((e) => JSON.parse(e.data) as ChatChunk);
       expect(chunks.filter((c) => c.choices[0]?.delta?.content).length).toBe(12);
       expect(chunks.at(-1)!.choices[0]!.finish_reason).toBe('length');
+      // Every gap between a stream's tokens is in the inter-token histogram as soon as the stream
+      // has ended (they are folded while it runs): five of ~100 ms, less than a fold's worth.
+      const afterWhole = await metricOrZero(gw.url, 'sluice_inter_token_latency_seconds_count', itl);
+      expect(afterWhole - before).toBeGreaterThanOrEqual(10);
+      const short = await timedEvents(gw.url, {}, 5);
+      expect(short.at(-1)!.data).toBe('[DONE]');
+      const gaps = (await metricOrZero(gw.url, 'sluice_inter_token_latency_seconds_count', itl)) - afterWhole;
+      expect(gaps).toBeGreaterThanOrEqual(3);
+      expect(gaps).toBeLessThanOrEqual(6);
       // Four tokens, then nothing: cut 300 ms after the last one (not after the stream's start,
       // and not after the previous timer's turn).
       const stalled = await timedEvents(gw.url, { 'x-mock-fault': 'stall_after:4' });

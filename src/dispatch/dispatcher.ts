@@ -111,7 +111,7 @@ export class Dispatcher {
         maxEventBytes: this.config.limits.maxEventBytes,
         maxPrefaceBytes: this.config.limits.maxPrefaceBytes,
         abortUpstream: (reason) => attempt.controller.abort(reason),
-        onGap: itl,
+        gaps: itl,
       });
       attempt.stream = stream;
       const sink = new BufferingSink();

@@ -30,42 +30,56 @@ function sameLabels(a: Record<string, string | number>, b: Record<string, string
 /** The bucket keys of a histogram's bounds as text, made once per histogram (a stream opens an observer). */
 const bucketKeys = new WeakMap<readonly number[], readonly string[]>();
 
+/** Observations folded before they are added to the series (see seriesObserver). */
+const FOLD_COUNT = 64;
+/** ... or once they add up to this much (the gaps of one stream: about its time since the last fold). */
+const FOLD_SUM = 1;
+
+/** Observations of one histogram series, folded and added to it in batches. */
+export interface SeriesObserver {
+  observe(value: number): void;
+  /** Adds what is folded to the series now (the stream ended). */
+  flush(): void;
+}
+
 /**
  * Observes one series of a histogram, for what is observed once per relayed event (the gap
  * between events). prom-client's `observe` copies, checks and hashes the labels on every call,
- * which per event costs as much as the rest of the event's inspection; this finds the series
- * once (and again whenever prom-client replaced it: a reset, a zero, a remove) and adds to it as
- * prom-client's `observe` does. It falls back to `observe` if the Histogram is not laid out as
- * expected.
+ * which per event costs as much as the rest of the event's inspection. This counts the values by
+ * bucket in a typed array and adds the counts to the series as prom-client's `observe` would have,
+ * every 64 values, once they add up to a second, and on `flush`: a scrape lags a stream by at most
+ * that much. The series is found once, and again whenever prom-client replaced it (a reset, a
+ * zero, a remove). It falls back to `observe` if the Histogram is not laid out as expected.
  */
 export function seriesObserver<T extends string>(
   histogram: Histogram<T>,
   labels: Record<T, string>,
-): (value: number) => void {
+): SeriesObserver {
   const internals = histogram as unknown as Partial<HistogramInternals>;
   const bounds = internals.upperBounds;
   if (typeof internals.hashMap !== 'object' || internals.hashMap === null || !Array.isArray(bounds)) {
-    return (value) => histogram.observe(labels, value);
+    return { observe: (value) => histogram.observe(labels, value), flush: () => {} };
   }
   let keys = bucketKeys.get(bounds);
   if (keys === undefined) {
     keys = bounds.map(String);
     bucketKeys.set(bounds, keys);
   }
+  const bucketKeysOf = keys;
+  const counts = new Float64Array(bounds.length);
+  let count = 0;
+  let sum = 0;
   let map: Record<string, HistogramSeries> | undefined;
   let key = '';
   let series: HistogramSeries | undefined;
-  return (value) => {
-    if (
-      series === undefined ||
-      map === undefined ||
-      internals.hashMap !== map ||
-      map[key] !== series ||
-      !Number.isFinite(value)
-    ) {
-      histogram.observe(labels, value);
+  /** The series of `labels` in the histogram as it is now, made (empty) if it has none. */
+  const currentSeries = (): HistogramSeries | undefined => {
+    if (series !== undefined && map !== undefined && internals.hashMap === map && map[key] === series) {
+      return series;
+    }
+    series = undefined;
+    for (let attempt = 0; attempt < 2 && series === undefined; attempt++) {
       map = internals.hashMap;
-      series = undefined;
       for (const [k, s] of Object.entries(map ?? {})) {
         if (sameLabels(s.labels, labels)) {
           key = k;
@@ -73,19 +87,47 @@ export function seriesObserver<T extends string>(
           break;
         }
       }
-      return;
+      // None: prom-client makes it, all buckets at zero (there is nothing of it to wipe).
+      if (series === undefined && attempt === 0) histogram.zero(labels);
     }
-    series.sum += value;
-    series.count += 1;
-    for (let i = 0; i < bounds.length; i++) {
-      if (value <= bounds[i]!) {
-        // The bucket's key as text, made once: a fractional number made a key is formatted anew each time.
-        const bucket = keys[i]!;
-        const buckets = series.bucketValues as Record<string, number>;
-        if (Object.hasOwn(buckets, bucket)) buckets[bucket]! += 1;
-        break;
+    return series;
+  };
+  const flush = () => {
+    if (count === 0) return;
+    const target = currentSeries();
+    if (target !== undefined) {
+      target.sum += sum;
+      target.count += count;
+      const buckets = target.bucketValues as Record<string, number>;
+      for (let i = 0; i < counts.length; i++) {
+        const n = counts[i]!;
+        if (n === 0) continue;
+        const bucket = bucketKeysOf[i]!;
+        if (Object.hasOwn(buckets, bucket)) buckets[bucket]! += n;
       }
     }
+    counts.fill(0);
+    count = 0;
+    sum = 0;
+  };
+  return {
+    observe(value) {
+      if (!Number.isFinite(value)) {
+        histogram.observe(labels, value);
+        return;
+      }
+      sum += value;
+      count += 1;
+      // Past the last bound a value is counted in +Inf only, which prom-client derives from count.
+      for (let i = 0; i < bounds.length; i++) {
+        if (value <= bounds[i]!) {
+          counts[i]! += 1;
+          break;
+        }
+      }
+      if (count >= FOLD_COUNT || sum >= FOLD_SUM) flush();
+    },
+    flush,
   };
 }
 

@@ -41,8 +41,11 @@ export interface EngineStreamOptions {
   totalDeadlineMs: number;
   /** Aborts the upstream HTTP request (frees the engine's slot). */
   abortUpstream: (reason: Error) => void;
-  /** Sees the seconds between two reads that carried output events (inter-token latency). */
-  onGap?: ((seconds: number) => void) | undefined;
+  /**
+   * Sees the seconds between two reads that carried output events (inter-token latency);
+   * flushed when the stream ends.
+   */
+  gaps?: { observe(seconds: number): void; flush(): void } | undefined;
 }
 
 const SOCKET_CLOSED_CODES = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE', 'UND_ERR_CLOSED']);
@@ -161,8 +164,9 @@ export class EngineStream {
     if (chunks.some(isProgress)) {
       const now = performance.now();
       this.idleSince = now;
-      if (this.options.onGap) {
-        if (this.lastOutputAt > 0) this.options.onGap((now - this.lastOutputAt) / 1000);
+      const gaps = this.options.gaps;
+      if (gaps) {
+        if (this.lastOutputAt > 0) gaps.observe((now - this.lastOutputAt) / 1000);
         this.lastOutputAt = now;
       }
     }
@@ -251,6 +255,7 @@ export class EngineStream {
 
   private finish(): void {
     this.ended = true;
+    this.options.gaps?.flush();
     if (this.idleTimer) clearTimeout(this.idleTimer);
     if (this.deadlineTimer) clearTimeout(this.deadlineTimer);
     this.body.off('data', this.onData);
