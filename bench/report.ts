@@ -126,7 +126,7 @@ export function markdownReport(r: BenchReport): string {
       '',
       `| time to first token: ${t.streams} streams opened at once (${t.tokens} tokens each), ${t.rounds} rounds taking turns | direct | floor relay | duty floor | gateway | gateway / floor |`,
       '| --- | ---: | ---: | ---: | ---: | ---: |',
-      `| TTFT p50 / p99 ms (mean of the rounds) | ${pair(t.ms.direct)} | ${pair(t.ms.floor)} | ${pair(t.ms.dutyFloor)} | ${pair(t.ms.gateway)} | |`,
+      `| TTFT p50 / p99 ms (median of the rounds) | ${pair(t.ms.direct)} | ${pair(t.ms.floor)} | ${pair(t.ms.dutyFloor)} | ${pair(t.ms.gateway)} | |`,
       `| added to the direct TTFT, p50 / p99 ms | | ${pair(t.addedMs.floor)} | ${pair(t.addedMs.dutyFloor)} | ${pair(t.addedMs.gateway)} | ${t.ratio.p50}× / ${t.ratio.p99}× |`,
       `| errors (all targets, all rounds): ${t.errors} | | | | | |`,
     );
