@@ -65,6 +65,49 @@ describe('the framework-free generation route answers as the fastify route does'
     }
   });
 
+  it("Anthropic's messages: answers, streams and errors (in Anthropic's shape) are the same both ways", async () => {
+    const gateway = await setup();
+    const message = (extra: Record<string, unknown> = {}) => ({
+      model: 'mock-model',
+      max_tokens: 3,
+      messages: [{ role: 'user', content: 'hi' }],
+      ...extra,
+    });
+    /** Status, content type, the request-id header, and the body with its ids left out. */
+    const anthropicShape = (answer: { status: number; headers: Headers; text: string }) => {
+      const type = answer.headers.get('content-type');
+      let body: unknown = answer.text;
+      if (type?.startsWith('application/json')) {
+        const json = JSON.parse(answer.text) as Record<string, unknown>;
+        body =
+          json.type === 'error'
+            ? { ...json, request_id: typeof json.request_id }
+            : { type: json.type, role: json.role, stop_reason: json.stop_reason };
+      } else if (type?.startsWith('text/event-stream')) {
+        body = [...answer.text.matchAll(/^event: (\S+)$/gm)].map((m) => m[1]);
+      }
+      return { status: answer.status, type, body, requestId: answer.headers.get('request-id') !== null };
+    };
+    const cases: [string, string | Record<string, unknown>][] = [
+      ['a whole answer', message()],
+      ['a stream', message({ stream: true })],
+      ['not JSON', '{"model": "mock-model", "messages": ['],
+      ['a JSON array', '[1, 2]'],
+      ['no max_tokens', { model: 'mock-model', messages: [{ role: 'user', content: 'hi' }] }],
+      ['an unknown model', message({ model: 'no-such-model' })],
+    ];
+    for (const [name, body] of cases) {
+      const raw = await post(`${gateway.url}/v1/messages`, body);
+      const framework = await post(`${gateway.url}/v1/messages?via=fastify`, body);
+      expect(anthropicShape(raw), name).toEqual(anthropicShape(framework));
+      if (name !== 'a whole answer' && name !== 'a stream') {
+        // Anthropic's error shape, never OpenAI's.
+        expect((JSON.parse(raw.text) as { type: string }).type, name).toBe('error');
+        expect(raw.status, name).toBeGreaterThanOrEqual(400);
+      }
+    }
+  });
+
   it('a client X-Request-Id is kept, a bad one replaced, both ways', async () => {
     const gateway = await setup();
     for (const suffix of ['', '?via=fastify']) {

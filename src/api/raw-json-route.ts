@@ -68,8 +68,21 @@ function isJson(contentType: string | undefined): boolean {
   return type.toLowerCase() === 'application/json';
 }
 
+/** How a route answers an error, in its API's shape (bad JSON included). */
+export type ErrorAnswer = (
+  err: unknown,
+  request: { id: string; method: string; route: string },
+  reply: ApiReply,
+) => void;
+
+export interface RawRoute {
+  handle: ApiHandler;
+  /** The route's error answer; OpenAI's shape (answerError) when none. */
+  answerError?: ErrorAnswer | undefined;
+}
+
 export interface RawJsonRouteOptions {
-  handlers: ReadonlyMap<string, ApiHandler>;
+  routes: ReadonlyMap<string, RawRoute>;
   bodyLimit: number;
   log: Logger;
   /** While true (a drain), every request goes to fastify, which answers 503. */
@@ -78,7 +91,7 @@ export interface RawJsonRouteOptions {
 
 /**
  * The generation routes without the web framework: a handler of node:http requests that takes
- * `POST` of exactly a generation path with a JSON body of a known, non-zero length within the
+ * `POST` of exactly a generation path (chat/completions, completions, Anthropic's messages) with a JSON body of a known, non-zero length within the
  * limit (what every SDK sends), reads and parses the body, and runs the route's handler on it;
  * it returns false for everything else, which fastify then serves with the very same handlers.
  *
@@ -91,10 +104,11 @@ export interface RawJsonRouteOptions {
 export function rawJsonRoute(
   options: RawJsonRouteOptions,
 ): (req: IncomingMessage, res: ServerResponse) => boolean {
-  const { handlers, bodyLimit, log } = options;
+  const { routes, bodyLimit, log } = options;
+  const openAiAnswer: ErrorAnswer = (err, request, reply) => answerError(err, request, reply, log, bodyLimit);
   return (req, res) => {
     if (req.method !== 'POST') return false;
-    const route = req.url === undefined ? undefined : handlers.get(req.url);
+    const route = req.url === undefined ? undefined : routes.get(req.url);
     if (route === undefined || options.draining()) return false;
     const headers = req.headers;
     if (!isJson(headers['content-type'])) return false;
@@ -108,8 +122,8 @@ export function rawJsonRoute(
     const id = requestId(headers['x-request-id']);
     const path = req.url!;
     const reply = new RawReply(res, receivedAt);
-    const fail = (err: unknown) =>
-      answerError(err, { id, method: 'POST', route: path }, reply, log, bodyLimit);
+    const answer = route.answerError ?? openAiAnswer;
+    const fail = (err: unknown) => answer(err, { id, method: 'POST', route: path }, reply);
     const parts: Buffer[] = [];
     let size = 0;
     const onData = (chunk: Buffer) => {
@@ -132,7 +146,7 @@ export function rawJsonRoute(
         return;
       }
       const request: ApiRequest = { id, headers, body, rawJson: text };
-      route(request, reply).catch(fail);
+      route.handle(request, reply).catch(fail);
     };
     req.on('data', onData);
     req.on('end', onEnd);

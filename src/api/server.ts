@@ -12,7 +12,7 @@ import { anthropicErrorBody } from '../messages/errors.js';
 import type { GatewayContext } from './context.js';
 import { installErrorHandlers, toSluiceError } from './error-handler.js';
 import { parseJsonBody } from './json-body.js';
-import { rawJsonRoute } from './raw-json-route.js';
+import { type RawRoute, rawJsonRoute } from './raw-json-route.js';
 import { requestId } from './request-id.js';
 import { adminKeyRoutes } from './routes/admin-keys.js';
 import { adminModelRoutes } from './routes/admin-models.js';
@@ -21,7 +21,7 @@ import { conversationRoutes } from './routes/conversations.js';
 import { dashboardRoutes } from './routes/dashboard.js';
 import { generationHandlers, generationRoutes } from './routes/generation.js';
 import { healthRoutes } from './routes/health.js';
-import { messagesRoutes } from './routes/messages.js';
+import { messagesRawRoute, messagesRoutes } from './routes/messages.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { modelRoutes } from './routes/models.js';
 import { responseRoutes } from './routes/responses.js';
@@ -83,8 +83,12 @@ function keepHalfClosedClients(server: Server): void {
 export function buildServer(ctx: GatewayContext): FastifyInstance {
   const generation = generationHandlers(ctx);
   // The generation paths' usual requests skip the framework (see raw-json-route.ts).
+  const rawRoutes = new Map<string, RawRoute>(
+    [...generation].map(([path, handle]) => [path, { handle }] as [string, RawRoute]),
+  );
+  rawRoutes.set('/v1/messages', messagesRawRoute(ctx));
   const raw = rawJsonRoute({
-    handlers: generation,
+    routes: rawRoutes,
     bodyLimit: ctx.config.server.bodyLimitBytes,
     log: ctx.log,
     draining: () => ctx.lifecycle.draining,

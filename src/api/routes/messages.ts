@@ -10,8 +10,10 @@ import { toChatRequest } from '../../messages/to-chat.js';
 import { abortWhenClientLeaves } from '../client-watch.js';
 import type { GatewayContext } from '../context.js';
 import { toSluiceError } from '../error-handler.js';
+import type { ApiReply, ApiRequest } from '../exchange.js';
 import { headerForwarder } from '../forwarded-headers.js';
 import { relayMessages } from '../messages-relay.js';
+import type { ErrorAnswer, RawRoute } from '../raw-json-route.js';
 import { endFailedRequest } from '../request-failure.js';
 import { RequestObserver } from '../request-observer.js';
 import { type ChatCompletionRequest, chatPromptText } from '../schemas/generation.js';
@@ -24,27 +26,41 @@ const COUNT_PATH = '/v1/messages/count_tokens';
 /** The `route` label of count_tokens requests in the request metrics and logs. */
 const COUNT_ROUTE = 'messages_count_tokens';
 
-function headerValue(request: FastifyRequest, name: string): string | undefined {
+function headerValue(request: Pick<ApiRequest, 'headers'>, name: string): string | undefined {
   const value = request.headers[name];
   return Array.isArray(value) ? value[0] : value;
 }
 
 /** Anthropic clients send their key as `x-api-key`; `Authorization: Bearer` works too. */
-function credentialOf(request: FastifyRequest): string | undefined {
+function credentialOf(request: Pick<ApiRequest, 'headers'>): string | undefined {
   return headerValue(request, 'x-api-key') ?? bearerToken(request.headers.authorization);
 }
 
-/**
- * Anthropic's Messages API (`POST /v1/messages`, `POST /v1/messages/count_tokens`), translated
- * onto the chat-completions workers. Its routes live in a plugin of their own so that their
- * errors, and only theirs, are in Anthropic's shape.
- */
-export function messagesRoutes(ctx: GatewayContext) {
-  const forward = headerForwarder(ctx.config.server.forwardHeaders);
-  const tokenizer = new TokenizerClient();
+/** Answers an error of the Messages routes in Anthropic's shape, with its status and `request-id`. */
+export function anthropicErrorAnswer(ctx: GatewayContext): ErrorAnswer {
   const bodyLimit = ctx.config.server.bodyLimitBytes;
+  return (err, request, reply) => {
+    const error = toSluiceError(err, bodyLimit);
+    if (error instanceof InternalError) ctx.log.error({ err, requestId: request.id }, 'unexpected error');
+    if (reply.sent || reply.raw.headersSent) return;
+    reply.code(anthropicStatus(error));
+    for (const [name, value] of Object.entries(error.headers())) reply.header(name, value);
+    reply.header('request-id', request.id).send(anthropicErrorBody(error, request.id));
+  };
+}
 
-  async function create(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+/**
+ * `POST /v1/messages` as a route of the framework-free way in (raw-json-route.ts), with its
+ * errors in Anthropic's shape; messagesRoutes serves the same handler through fastify.
+ */
+export function messagesRawRoute(ctx: GatewayContext): RawRoute {
+  return { handle: messagesCreate(ctx), answerError: anthropicErrorAnswer(ctx) };
+}
+
+/** The handler of `POST /v1/messages`, written against the exchange types (see exchange.ts). */
+function messagesCreate(ctx: GatewayContext): (request: ApiRequest, reply: ApiReply) => Promise<void> {
+  const forward = headerForwarder(ctx.config.server.forwardHeaders);
+  return async function create(request: ApiRequest, reply: ApiReply): Promise<void> {
     const { dispatcher, metrics, router } = ctx;
     const observer = new RequestObserver(metrics, ctx.log, API, request.id);
     if (ctx.tracing) {
@@ -141,7 +157,19 @@ export function messagesRoutes(ctx: GatewayContext) {
     } catch (err) {
       endFailedRequest(ctx, API, observer, reply, err, anthropicStatus);
     }
-  }
+  };
+}
+
+/**
+ * Anthropic's Messages API (`POST /v1/messages`, `POST /v1/messages/count_tokens`), translated
+ * onto the chat-completions workers. Its routes live in a plugin of their own so that their
+ * errors, and only theirs, are in Anthropic's shape.
+ */
+export function messagesRoutes(ctx: GatewayContext) {
+  const tokenizer = new TokenizerClient();
+  const bodyLimit = ctx.config.server.bodyLimitBytes;
+  const create = messagesCreate(ctx);
+  const answer = anthropicErrorAnswer(ctx);
 
   async function countTokens(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const observer = new RequestObserver(ctx.metrics, ctx.log, COUNT_ROUTE, request.id);
@@ -174,17 +202,10 @@ export function messagesRoutes(ctx: GatewayContext) {
 
   return async (app: FastifyInstance): Promise<void> => {
     // This plugin's own error handler: errors of these routes only are in Anthropic's shape.
-    app.setErrorHandler((err, request, reply) => {
-      const error = toSluiceError(err, bodyLimit);
-      if (error instanceof InternalError) ctx.log.error({ err, requestId: request.id }, 'unexpected error');
-      if (reply.sent || reply.raw.headersSent) return;
-      reply
-        .code(anthropicStatus(error))
-        .headers(error.headers())
-        .header('request-id', request.id)
-        .send(anthropicErrorBody(error, request.id));
-    });
-    app.post(PATH, create);
+    app.setErrorHandler((err, request, reply) =>
+      answer(err, { id: request.id, method: request.method, route: request.url }, reply),
+    );
+    app.post(PATH, (request, reply) => create(request, reply));
     app.post(COUNT_PATH, countTokens);
   };
 }
