@@ -76,55 +76,92 @@ describe('client disconnects and slow clients', () => {
     }, 1000);
   });
 
-  it('a client that does not read holds the engine back instead of buffering without bound', async () => {
-    // 96 MiB of output, far more than every socket buffer on the way can absorb (loopback TCP
-    // buffers autotune up to tens of MiB): a gateway that buffered instead of pausing the engine
-    // would let the engine write all of it and hold it in its own memory.
-    const total = 96 * 1024 * 1024;
-    const engine = await startFloodEngine(total);
-    const gw = await startGateway({ workers: [{ url: engine.url, models: [FLOOD_MODEL] }] });
-    try {
-      const req = httpRequest(`${gw.url}/v1/chat/completions`, {
-        method: 'POST',
-        headers: { 'content-type': 'application/json' },
+  const FRONTS = [
+    {
+      api: 'chat completions',
+      path: '/v1/chat/completions',
+      body: { model: 'flood-model', stream: true, messages: [{ role: 'user', content: 'x' }] },
+      ending: 'data: [DONE]\n\n',
+    },
+    {
+      api: 'Messages',
+      path: '/v1/messages',
+      body: { model: 'flood-model', stream: true, max_tokens: 1, messages: [{ role: 'user', content: 'x' }] },
+      ending: '"type":"message_stop"}\n\n',
+    },
+    {
+      api: 'Responses',
+      path: '/v1/responses',
+      body: { model: 'flood-model', stream: true, store: false, input: 'x' },
+      ending: 'event: response.completed\n',
+    },
+  ];
+  for (const front of FRONTS) {
+    it(`${front.api}: a client that does not read holds the engine back instead of buffering without bound`, async () => {
+      // 96 MiB of output, far more than every socket buffer on the way can absorb (loopback TCP
+      // buffers autotune up to tens of MiB): a gateway that buffered instead of pausing the engine
+      // would let the engine write all of it and hold it in its own memory.
+      const total = 96 * 1024 * 1024;
+      const engine = await startFloodEngine(total);
+      const gw = await startGateway({
+        workers: [{ url: engine.url, models: [FLOOD_MODEL] }],
+        storage: { kind: 'none' },
       });
-      const res = await new Promise<IncomingMessage>((resolve) => {
-        req.on('response', resolve);
-        req.end(
-          JSON.stringify({ model: FLOOD_MODEL, stream: true, messages: [{ role: 'user', content: 'x' }] }),
-        );
-      });
-      res.pause();
-      const memoryBefore = process.memoryUsage();
-      // Event-driven: the engine is held back once its socket stops draining, and stays so.
-      await eventually(() => engine.done || engine.blockedForMs() >= 500, 30_000);
-      const held = engine.written;
-      const memoryHeld = process.memoryUsage();
-      // Held back at a bound far below the total: socket buffers and stream high-water marks only.
-      expect(held).toBeLessThan(total / 3);
-      // The gateway runs in this process: it did not take what the engine wrote into its memory.
-      expect(memoryHeld.arrayBuffers - memoryBefore.arrayBuffers).toBeLessThan(32 * 1024 * 1024);
-      expect(memoryHeld.rss - memoryBefore.rss).toBeLessThan(64 * 1024 * 1024);
-      expect(engine.done).toBe(false);
+      // The gateway runs in this process: a 'drain' listener per refused write would be a warning.
+      const warnings: Error[] = [];
+      const onWarning = (warning: Error) => warnings.push(warning);
+      process.on('warning', onWarning);
+      try {
+        const req = httpRequest(`${gw.url}${front.path}`, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json' },
+        });
+        const res = await new Promise<IncomingMessage>((resolve) => {
+          req.on('response', resolve);
+          req.end(JSON.stringify(front.body));
+        });
+        expect(res.statusCode).toBe(200);
+        res.pause();
+        const memoryBefore = process.memoryUsage();
+        // Event-driven: the engine is held back once its socket stops draining, and stays so.
+        await eventually(() => engine.done || engine.blockedForMs() >= 500, 30_000);
+        const held = engine.written;
+        const memoryHeld = process.memoryUsage();
+        // Held back at a bound far below the total: socket buffers and stream high-water marks only.
+        expect(held).toBeLessThan(total / 3);
+        // It did not take what the engine wrote into its memory.
+        expect(memoryHeld.arrayBuffers - memoryBefore.arrayBuffers).toBeLessThan(32 * 1024 * 1024);
+        expect(memoryHeld.rss - memoryBefore.rss).toBeLessThan(64 * 1024 * 1024);
+        expect(engine.done).toBe(false);
 
-      let read = 0;
-      let tail = '';
-      res.on('data', (chunk: Buffer) => {
-        read += chunk.length;
-        tail = (tail + chunk.toString('latin1')).slice(-64);
-      });
-      res.resume();
-      await new Promise((resolve) => res.on('end', resolve));
-      // Everything arrives once the client reads: the engine was held back, never cut.
-      expect(engine.done).toBe(true);
-      expect(engine.written).toBeGreaterThanOrEqual(total);
-      expect(read).toBe(engine.written);
-      expect(tail.endsWith('data: [DONE]\n\n')).toBe(true);
-    } finally {
-      await gw.close();
-      await engine.close();
-    }
-  });
+        let read = 0;
+        let tail = '';
+        let ended = false;
+        res.on('data', (chunk: Buffer) => {
+          read += chunk.length;
+          const window = tail + chunk.toString('latin1');
+          if (window.includes(front.ending)) ended = true;
+          tail = window.slice(-256);
+        });
+        res.resume();
+        await new Promise((resolve) => res.on('end', resolve));
+        // Everything arrives once the client reads: the engine was held back, never cut.
+        expect(engine.done).toBe(true);
+        expect(engine.written).toBeGreaterThanOrEqual(total);
+        // Chat is relayed byte for byte; the other fronts are translated.
+        if (front.path === '/v1/chat/completions') expect(read).toBe(engine.written);
+        else expect(read).toBeGreaterThan(total / 2);
+        // Its terminal event (Responses': the whole response, 96 MiB of text in it).
+        expect(ended).toBe(true);
+        await new Promise((resolve) => setImmediate(resolve));
+        expect(warnings.map((w) => w.name)).not.toContain('MaxListenersExceededWarning');
+      } finally {
+        process.off('warning', onWarning);
+        await gw.close();
+        await engine.close();
+      }
+    });
+  }
 });
 
 const FLOOD_MODEL = 'flood-model';

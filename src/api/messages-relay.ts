@@ -41,7 +41,13 @@ export function relayMessages(
       res.off('close', onClose);
       resolve(outcome);
     };
-    const onDrain = () => stream.resume();
+    // One wait for 'drain' at a time: the events held before the stream was handed over are
+    // replayed in one go, and every one of those writes may return false.
+    let waitingForDrain = false;
+    const onDrain = () => {
+      waitingForDrain = false;
+      stream.resume();
+    };
     const onClose = () => {
       if (settled || res.writableFinished) return;
       stream.abandon(new ClientDisconnected());
@@ -93,7 +99,10 @@ export function relayMessages(
         for (const chunk of chunks) builder.chunk(chunk);
         if (!flush()) {
           stream.pause();
-          res.once('drain', onDrain);
+          if (!waitingForDrain) {
+            waitingForDrain = true;
+            res.once('drain', onDrain);
+          }
         }
       },
       onComplete() {

@@ -47,7 +47,13 @@ export function relayStream(
       res.off('close', onClose);
       resolve(outcome);
     };
-    const onDrain = () => stream.resume();
+    // One wait for 'drain' at a time: the events held before the stream was handed over are
+    // replayed in one go, and every one of those writes may return false.
+    let waitingForDrain = false;
+    const onDrain = () => {
+      waitingForDrain = false;
+      stream.resume();
+    };
     const onClose = () => {
       if (settled || res.writableFinished) return;
       stream.abandon(new ClientDisconnected());
@@ -76,7 +82,10 @@ export function relayStream(
         }
         if (!res.write(raw)) {
           stream.pause();
-          res.once('drain', onDrain);
+          if (!waitingForDrain) {
+            waitingForDrain = true;
+            res.once('drain', onDrain);
+          }
         }
       },
       onComplete(sawDone) {

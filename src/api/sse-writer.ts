@@ -8,6 +8,14 @@ const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response
  * response. `res.write` returning false is the backpressure signal the run pauses the engine on.
  */
 export function sseEventWriter(res: ServerResponse): EventWriter {
+  // One 'drain' listener at a time, resuming with the latest callback (they all resume the same
+  // run): several events are written per engine chunk, and each may be refused.
+  let resumeOnDrain: (() => void) | undefined;
+  const drained = () => {
+    const resume = resumeOnDrain;
+    resumeOnDrain = undefined;
+    resume?.();
+  };
   return {
     write(json, type) {
       if (res.writableEnded || res.destroyed) return true;
@@ -16,7 +24,8 @@ export function sseEventWriter(res: ServerResponse): EventWriter {
       return ok;
     },
     onDrain(resume) {
-      res.once('drain', resume);
+      if (resumeOnDrain === undefined) res.once('drain', drained);
+      resumeOnDrain = resume;
     },
   };
 }
