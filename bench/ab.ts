@@ -4,7 +4,8 @@
  * Starts one mock worker and a gateway from each build, then alternates 1 s slices of closed-loop
  * load between them; prints each one's CPU per request (from /proc/<pid>/stat) and the ratio.
  * A side may carry node flags before its build: `'--max-semi-space-size=32 dist/cli/main.js'`.
- * `AB_API=messages` sends Anthropic Messages requests (`/v1/messages`) instead of chat completions.
+ * `AB_API=messages` or `AB_API=responses` sends Anthropic Messages or Responses (`store: false`)
+ * requests instead of chat completions.
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -41,14 +42,25 @@ const body = JSON.stringify({
   messages: [{ role: 'user', content: 'x'.repeat(1000) }],
   max_tokens: 16,
 });
-const path = process.env.AB_API === 'messages' ? '/v1/messages' : '/v1/chat/completions';
+const API_PATHS: Record<string, string> = {
+  chat: '/v1/chat/completions',
+  messages: '/v1/messages',
+  responses: '/v1/responses',
+};
+const api = process.env.AB_API ?? 'chat';
+const path = API_PATHS[api];
+if (!path) throw new Error(`AB_API must be one of ${Object.keys(API_PATHS).join(', ')}`);
+const requestBody =
+  api === 'responses'
+    ? JSON.stringify({ model: 'm', input: 'x'.repeat(1000), max_output_tokens: 16, store: false })
+    : body;
 const totals = gateways.map(() => ({ cpu: 0, requests: 0, errors: 0 }));
 try {
-  for (const g of gateways) await closedLoop(new URL(g.url).origin, path, body, concurrency, 3);
+  for (const g of gateways) await closedLoop(new URL(g.url).origin, path, requestBody, concurrency, 3);
   for (let s = 0; s < seconds; s++) {
     for (const [i, g] of gateways.entries()) {
       const before = cpuSeconds(g.pid);
-      const run = await closedLoop(new URL(g.url).origin, path, body, concurrency, 1);
+      const run = await closedLoop(new URL(g.url).origin, path, requestBody, concurrency, 1);
       totals[i]!.cpu += cpuSeconds(g.pid) - before;
       totals[i]!.requests += run.requests;
       totals[i]!.errors += run.errors;

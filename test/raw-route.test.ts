@@ -108,6 +108,47 @@ describe('the framework-free generation route answers as the fastify route does'
     }
   });
 
+  it('Responses: answers, streams, background and errors are the same both ways', async () => {
+    const gateway = await setup();
+    const create = (extra: Record<string, unknown> = {}) => ({
+      model: 'mock-model',
+      input: 'hi',
+      max_output_tokens: 3,
+      ...extra,
+    });
+    /** Status, content type, the request id header, and the body with its ids and times left out. */
+    const responsesShape = (answer: { status: number; headers: Headers; text: string }) => {
+      const type = answer.headers.get('content-type');
+      let body: unknown = answer.text;
+      if (type?.startsWith('application/json')) {
+        const json = JSON.parse(answer.text) as Record<string, unknown>;
+        body =
+          'error' in json && json.error !== null && json.object !== 'response'
+            ? json
+            : { object: json.object, status: json.status, keys: Object.keys(json).sort().join(',') };
+      } else if (type?.startsWith('text/event-stream')) {
+        body = [...answer.text.matchAll(/^event: (\S+)$/gm)].map((m) => m[1]);
+      }
+      return { status: answer.status, type, body, requestId: answer.headers.get('x-request-id') !== null };
+    };
+    const cases: [string, string | Record<string, unknown>][] = [
+      ['a whole answer', create()],
+      ['a stream', create({ stream: true })],
+      ['not stored', create({ store: false })],
+      ['background', create({ background: true })],
+      ['not JSON', '{"model": "mock-model", "input": '],
+      ['a JSON array', '[1, 2]'],
+      ['no input', { model: 'mock-model' }],
+      ['an unknown model', create({ model: 'no-such-model' })],
+    ];
+    for (const [name, body] of cases) {
+      const raw = await post(`${gateway.url}/v1/responses`, body);
+      const framework = await post(`${gateway.url}/v1/responses?via=fastify`, body);
+      expect(responsesShape(raw), name).toEqual(responsesShape(framework));
+      expect(raw.text, name).not.toContain('Unknown request URL');
+    }
+  });
+
   it('a client X-Request-Id is kept, a bad one replaced, both ways', async () => {
     const gateway = await setup();
     for (const suffix of ['', '?via=fastify']) {

@@ -24,7 +24,7 @@ import { healthRoutes } from './routes/health.js';
 import { messagesRawRoute, messagesRoutes } from './routes/messages.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { modelRoutes } from './routes/models.js';
-import { responseRoutes } from './routes/responses.js';
+import { responseRoutes, responsesCreate } from './routes/responses.js';
 import { responseCompactRoutes } from './routes/responses-compact.js';
 import { responseWebSocketRoutes } from './routes/responses-websocket.js';
 
@@ -87,6 +87,7 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
     [...generation].map(([path, handle]) => [path, { handle }] as [string, RawRoute]),
   );
   rawRoutes.set('/v1/messages', messagesRawRoute(ctx));
+  rawRoutes.set('/v1/responses', { handle: responsesCreate(ctx) });
   const raw = rawJsonRoute({
     routes: rawRoutes,
     bodyLimit: ctx.config.server.bodyLimitBytes,

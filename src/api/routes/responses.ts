@@ -1,4 +1,4 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { ClientDisconnected, GatewayShuttingDown, InvalidRequest } from '../../errors/http-errors.js';
 import type { RequestTrace } from '../../observability/tracing.js';
 import { listObject, pageOf, pageRequest } from '../../responses/pagination.js';
@@ -9,6 +9,7 @@ import type { InputItem } from '../../responses/types.js';
 import { admitCaller, callerOf } from '../caller.js';
 import { abortWhenClientLeaves } from '../client-watch.js';
 import type { GatewayContext } from '../context.js';
+import type { ApiReply, ApiRequest } from '../exchange.js';
 import { followStoredResponse } from '../follow-stored-response.js';
 import { headerForwarder } from '../forwarded-headers.js';
 import { SSE_HEADERS } from '../relay-stream.js';
@@ -20,7 +21,7 @@ import { parseResumeHeader } from './generation.js';
 
 type IdRequest = FastifyRequest<{ Params: { id: string }; Querystring: Record<string, string | undefined> }>;
 
-function startSse(reply: FastifyReply, requestId: string, worker?: string): void {
+function startSse(reply: Pick<ApiReply, 'hijack' | 'raw'>, requestId: string, worker?: string): void {
   reply.hijack();
   reply.raw.writeHead(200, {
     ...SSE_HEADERS,
@@ -30,7 +31,7 @@ function startSse(reply: FastifyReply, requestId: string, worker?: string): void
 }
 
 /** Streams a live run to a client: what it emitted so far, then each new event until the terminal one. */
-function watch(reply: FastifyReply, run: ResponseRun, startingAfter: number): Promise<void> {
+function watch(reply: Pick<ApiReply, 'raw'>, run: ResponseRun, startingAfter: number): Promise<void> {
   const writer = sseEventWriter(reply.raw);
   for (const json of run.events) {
     const event = JSON.parse(json) as { type: string; sequence_number: number };
@@ -71,11 +72,20 @@ function noteFailure(trace: RequestTrace, terminal: Terminal): void {
   }
 }
 
-export function responseRoutes(ctx: GatewayContext) {
+/** A JSON answer the service has already serialized. */
+const JSON_TYPE = 'application/json; charset=utf-8';
+
+/**
+ * The handler of `POST /v1/responses`, written against the exchange types (see exchange.ts): the
+ * framework-free route (raw-json-route.ts) serves it, and fastify what that route leaves.
+ */
+export function responsesCreate(
+  ctx: GatewayContext,
+): (request: ApiRequest, reply: ApiReply) => Promise<void> {
   const forward = headerForwarder(ctx.config.server.forwardHeaders);
   const service = ctx.responses;
 
-  async function create(request: FastifyRequest, reply: FastifyReply): Promise<void> {
+  return async function create(request: ApiRequest, reply: ApiReply): Promise<void> {
     const observer = new RequestObserver(ctx.metrics, ctx.log, 'responses', request.id);
     if (ctx.tracing) {
       observer.trace = ctx.tracing.startRequest({
@@ -115,7 +125,7 @@ export function responseRoutes(ctx: GatewayContext) {
       trace?.response({ id: prepared.response.id, model: prepared.response.model });
       // While the MCP loop waits on a tool nothing is written, so a client that went away is seen
       // only by its socket's end (Node keeps a half-closed socket until the response is written).
-      const socket = request.raw.socket;
+      const socket = reply.raw.socket;
       if (prepared.mcp && !body.background && socket) {
         const onEnd = () => controller.abort(new ClientDisconnected());
         socket.once('end', onEnd);
@@ -124,7 +134,11 @@ export function responseRoutes(ctx: GatewayContext) {
       if (body.background) {
         const { run, queuedJson } = await service.startBackground(prepared);
         if (!body.stream) {
-          reply.code(200).type('application/json').header('x-request-id', request.id).send(queuedJson);
+          reply
+            .code(200)
+            .header('content-type', JSON_TYPE)
+            .header('x-request-id', request.id)
+            .send(Buffer.from(queuedJson));
           observer.finish(200, 'queued');
           return;
         }
@@ -162,15 +176,20 @@ export function responseRoutes(ctx: GatewayContext) {
         reply.raw.destroy();
         return;
       }
-      reply.code(200).type('application/json').header('x-request-id', request.id);
+      reply.code(200).header('content-type', JSON_TYPE).header('x-request-id', request.id);
       if (shown !== undefined) reply.header('x-sluice-worker', shown);
-      reply.send(terminal.json);
+      reply.send(Buffer.from(terminal.json));
       if (trace) noteFailure(trace, terminal);
       observer.finish(200, terminal.status);
     } catch (err) {
       endFailedRequest(ctx, 'responses', observer, reply, err);
     }
-  }
+  };
+}
+
+export function responseRoutes(ctx: GatewayContext) {
+  const service = ctx.responses;
+  const create = responsesCreate(ctx);
 
   return async (app: FastifyInstance): Promise<void> => {
     // Reading and deleting stored responses needs a key too (when keys exist), but costs no tokens.
@@ -178,7 +197,7 @@ export function responseRoutes(ctx: GatewayContext) {
       if (request.method !== 'POST' || request.url !== '/v1/responses')
         await admitCaller(ctx, request, reply);
     });
-    app.post('/v1/responses', create);
+    app.post('/v1/responses', (request, reply) => create(request, reply));
 
     app.get('/v1/responses/:id', async (request: IdRequest, reply) => {
       const { id } = request.params;
