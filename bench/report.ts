@@ -55,13 +55,18 @@ export interface BenchReport {
     /** Runs before the TTFT case of its own had it here, from the stream rounds. */
     ttftAdded?: { p50: number; p99: number };
   };
+  /** Runs before the TTFT case of its own have none. */
   ttft?: {
     streams: number;
     rounds: number;
     tokens: number;
+    /** Each target's TTFT p50 / p99 in ms, the median over the rounds. */
     ms: Record<'direct' | 'floor' | 'dutyFloor' | 'gateway', { p50: number; p99: number }>;
+    /** What each relay adds to the direct worker's TTFT (medians over the rounds, subtracted). */
     addedMs: Record<'floor' | 'dutyFloor' | 'gateway', { p50: number; p99: number }>;
+    /** The gateway's added TTFT over the floor's. */
     ratio: { p50: number; p99: number };
+    /** Streams that failed, over all targets and rounds. */
     errors: number;
   };
   burst: { streams: number; tokens: number; gateway: Stream; floor: Stream };

@@ -159,18 +159,8 @@ function combine(rounds: StreamResult[]): StreamResult {
   };
 }
 
-interface TtftResult {
-  streams: number;
-  rounds: number;
-  tokens: number;
-  /** Each target's TTFT p50 / p99 in ms, the median over the rounds. */
-  ms: Record<'direct' | 'floor' | 'dutyFloor' | 'gateway', { p50: number; p99: number }>;
-  /** What each relay adds to the direct worker's TTFT (medians over the rounds, subtracted). */
-  addedMs: Record<'floor' | 'dutyFloor' | 'gateway', { p50: number; p99: number }>;
-  /** The gateway's added TTFT over the floor's. */
-  ratio: { p50: number; p99: number };
-  errors: number;
-}
+/** The time-to-first-token case's result, as the report reads it. */
+type TtftResult = NonNullable<BenchReport['ttft']>;
 
 async function ttftCase(origins: Record<keyof TtftResult['ms'], string>, body: string): Promise<TtftResult> {
   const names = Object.keys(origins) as (keyof TtftResult['ms'])[];

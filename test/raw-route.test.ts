@@ -42,6 +42,43 @@ describe('the framework-free generation route answers as the fastify route does'
     return { status: answer.status, type, body, requestId: answer.headers.get('x-request-id') !== null };
   }
 
+  type Answer = Awaited<ReturnType<typeof post>>;
+
+  /**
+   * For the APIs whose streams are named events (Messages, Responses): status, content type,
+   * whether `idHeader` is there, and the body as `json` reduces it, or a stream's event names.
+   */
+  function namedEventShape(
+    answer: Answer,
+    idHeader: string,
+    json: (body: Record<string, unknown>) => unknown,
+  ) {
+    const type = answer.headers.get('content-type');
+    let body: unknown = answer.text;
+    if (type?.startsWith('application/json')) body = json(JSON.parse(answer.text) as Record<string, unknown>);
+    else if (type?.startsWith('text/event-stream')) {
+      body = [...answer.text.matchAll(/^event: (\S+)$/gm)].map((m) => m[1]);
+    }
+    return { status: answer.status, type, body, requestId: answer.headers.get(idHeader) !== null };
+  }
+
+  /** Sends each case both ways, expects the same shape, and returns the framework-free answers. */
+  async function bothWays(
+    url: string,
+    cases: [string, string | Record<string, unknown>][],
+    shapeOf: (answer: Answer) => unknown,
+  ): Promise<Map<string, Answer>> {
+    const answers = new Map<string, Answer>();
+    for (const [name, body] of cases) {
+      const raw = await post(url, body);
+      const framework = await post(`${url}?via=fastify`, body);
+      expect(shapeOf(raw), name).toEqual(shapeOf(framework));
+      expect(raw.text, name).not.toContain('Unknown request URL');
+      answers.set(name, raw);
+    }
+    return answers;
+  }
+
   it('answers, refusals and errors are the same both ways', async () => {
     const gateway = await setup();
     const cases: [string, string | Record<string, unknown>][] = [
@@ -73,21 +110,13 @@ describe('the framework-free generation route answers as the fastify route does'
       messages: [{ role: 'user', content: 'hi' }],
       ...extra,
     });
-    /** Status, content type, the request-id header, and the body with its ids left out. */
-    const anthropicShape = (answer: { status: number; headers: Headers; text: string }) => {
-      const type = answer.headers.get('content-type');
-      let body: unknown = answer.text;
-      if (type?.startsWith('application/json')) {
-        const json = JSON.parse(answer.text) as Record<string, unknown>;
-        body =
-          json.type === 'error'
-            ? { ...json, request_id: typeof json.request_id }
-            : { type: json.type, role: json.role, stop_reason: json.stop_reason };
-      } else if (type?.startsWith('text/event-stream')) {
-        body = [...answer.text.matchAll(/^event: (\S+)$/gm)].map((m) => m[1]);
-      }
-      return { status: answer.status, type, body, requestId: answer.headers.get('request-id') !== null };
-    };
+    // The body with its ids left out.
+    const anthropicShape = (answer: Answer) =>
+      namedEventShape(answer, 'request-id', (json) =>
+        json.type === 'error'
+          ? { ...json, request_id: typeof json.request_id }
+          : { type: json.type, role: json.role, stop_reason: json.stop_reason },
+      );
     const cases: [string, string | Record<string, unknown>][] = [
       ['a whole answer', message()],
       ['a stream', message({ stream: true })],
@@ -96,10 +125,8 @@ describe('the framework-free generation route answers as the fastify route does'
       ['no max_tokens', { model: 'mock-model', messages: [{ role: 'user', content: 'hi' }] }],
       ['an unknown model', message({ model: 'no-such-model' })],
     ];
-    for (const [name, body] of cases) {
-      const raw = await post(`${gateway.url}/v1/messages`, body);
-      const framework = await post(`${gateway.url}/v1/messages?via=fastify`, body);
-      expect(anthropicShape(raw), name).toEqual(anthropicShape(framework));
+    const answers = await bothWays(`${gateway.url}/v1/messages`, cases, anthropicShape);
+    for (const [name, raw] of answers) {
       if (name !== 'a whole answer' && name !== 'a stream') {
         // Anthropic's error shape, never OpenAI's.
         expect((JSON.parse(raw.text) as { type: string }).type, name).toBe('error');
@@ -116,21 +143,13 @@ describe('the framework-free generation route answers as the fastify route does'
       max_output_tokens: 3,
       ...extra,
     });
-    /** Status, content type, the request id header, and the body with its ids and times left out. */
-    const responsesShape = (answer: { status: number; headers: Headers; text: string }) => {
-      const type = answer.headers.get('content-type');
-      let body: unknown = answer.text;
-      if (type?.startsWith('application/json')) {
-        const json = JSON.parse(answer.text) as Record<string, unknown>;
-        body =
-          'error' in json && json.error !== null && json.object !== 'response'
-            ? json
-            : { object: json.object, status: json.status, keys: Object.keys(json).sort().join(',') };
-      } else if (type?.startsWith('text/event-stream')) {
-        body = [...answer.text.matchAll(/^event: (\S+)$/gm)].map((m) => m[1]);
-      }
-      return { status: answer.status, type, body, requestId: answer.headers.get('x-request-id') !== null };
-    };
+    // The body with its ids and times left out.
+    const responsesShape = (answer: Answer) =>
+      namedEventShape(answer, 'x-request-id', (json) =>
+        'error' in json && json.error !== null && json.object !== 'response'
+          ? json
+          : { object: json.object, status: json.status, keys: Object.keys(json).sort().join(',') },
+      );
     const cases: [string, string | Record<string, unknown>][] = [
       ['a whole answer', create()],
       ['a stream', create({ stream: true })],
@@ -141,12 +160,7 @@ describe('the framework-free generation route answers as the fastify route does'
       ['no input', { model: 'mock-model' }],
       ['an unknown model', create({ model: 'no-such-model' })],
     ];
-    for (const [name, body] of cases) {
-      const raw = await post(`${gateway.url}/v1/responses`, body);
-      const framework = await post(`${gateway.url}/v1/responses?via=fastify`, body);
-      expect(responsesShape(raw), name).toEqual(responsesShape(framework));
-      expect(raw.text, name).not.toContain('Unknown request URL');
-    }
+    await bothWays(`${gateway.url}/v1/responses`, cases, responsesShape);
   });
 
   it('a client X-Request-Id is kept, a bad one replaced, both ways', async () => {

@@ -2,6 +2,7 @@ import type { ServerResponse } from 'node:http';
 import type { ResumableStream } from '../dispatch/resumable-stream.js';
 import { ClientDisconnected } from '../errors/http-errors.js';
 import { MessageStreamBuilder, PING_BLOCK } from '../messages/stream-builder.js';
+import { drainWaiter } from './drain-waiter.js';
 import { SSE_HEADERS, type StreamOutcome } from './relay-stream.js';
 
 export interface MessagesRelayOptions {
@@ -41,13 +42,8 @@ export function relayMessages(
       res.off('close', onClose);
       resolve(outcome);
     };
-    // One wait for 'drain' at a time: the events held before the stream was handed over are
-    // replayed in one go, and every one of those writes may return false.
-    let waitingForDrain = false;
-    const onDrain = () => {
-      waitingForDrain = false;
-      stream.resume();
-    };
+    const waitForDrain = drainWaiter(res);
+    const onDrain = () => stream.resume();
     const onClose = () => {
       if (settled || res.writableFinished) return;
       stream.abandon(new ClientDisconnected());
@@ -99,10 +95,7 @@ export function relayMessages(
         for (const chunk of chunks) builder.chunk(chunk);
         if (!flush()) {
           stream.pause();
-          if (!waitingForDrain) {
-            waitingForDrain = true;
-            res.once('drain', onDrain);
-          }
+          waitForDrain(onDrain);
         }
       },
       onComplete() {

@@ -3,6 +3,7 @@ import type { ResumableStream } from '../dispatch/resumable-stream.js';
 import { ClientDisconnected } from '../errors/http-errors.js';
 import type { StreamError } from '../errors/stream-errors.js';
 import type { ParsedChunk, Usage } from '../streams/chat-stream-tracker.js';
+import { drainWaiter } from './drain-waiter.js';
 import { DONE_FRAME, errorFrame } from './sse-frames.js';
 
 export type StreamOutcome =
@@ -47,13 +48,8 @@ export function relayStream(
       res.off('close', onClose);
       resolve(outcome);
     };
-    // One wait for 'drain' at a time: the events held before the stream was handed over are
-    // replayed in one go, and every one of those writes may return false.
-    let waitingForDrain = false;
-    const onDrain = () => {
-      waitingForDrain = false;
-      stream.resume();
-    };
+    const waitForDrain = drainWaiter(res);
+    const onDrain = () => stream.resume();
     const onClose = () => {
       if (settled || res.writableFinished) return;
       stream.abandon(new ClientDisconnected());
@@ -82,10 +78,7 @@ export function relayStream(
         }
         if (!res.write(raw)) {
           stream.pause();
-          if (!waitingForDrain) {
-            waitingForDrain = true;
-            res.once('drain', onDrain);
-          }
+          waitForDrain(onDrain);
         }
       },
       onComplete(sawDone) {

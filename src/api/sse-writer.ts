@@ -1,5 +1,6 @@
 import type { ServerResponse } from 'node:http';
 import type { EventWriter } from '../responses/response-run.js';
+import { drainWaiter } from './drain-waiter.js';
 
 const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response.failed']);
 
@@ -8,14 +9,7 @@ const TERMINAL = new Set(['response.completed', 'response.incomplete', 'response
  * response. `res.write` returning false is the backpressure signal the run pauses the engine on.
  */
 export function sseEventWriter(res: ServerResponse): EventWriter {
-  // One 'drain' listener at a time, resuming with the latest callback (they all resume the same
-  // run): several events are written per engine chunk, and each may be refused.
-  let resumeOnDrain: (() => void) | undefined;
-  const drained = () => {
-    const resume = resumeOnDrain;
-    resumeOnDrain = undefined;
-    resume?.();
-  };
+  const waitForDrain = drainWaiter(res);
   return {
     write(json, type) {
       if (res.writableEnded || res.destroyed) return true;
@@ -23,10 +17,7 @@ export function sseEventWriter(res: ServerResponse): EventWriter {
       if (TERMINAL.has(type)) res.end();
       return ok;
     },
-    onDrain(resume) {
-      if (resumeOnDrain === undefined) res.once('drain', drained);
-      resumeOnDrain = resume;
-    },
+    onDrain: waitForDrain,
   };
 }
 

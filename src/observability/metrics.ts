@@ -28,7 +28,16 @@ function sameLabels(a: Record<string, string | number>, b: Record<string, string
 }
 
 /** The bucket keys of a histogram's bounds as text, made once per histogram (a stream opens an observer). */
-const bucketKeys = new WeakMap<readonly number[], readonly string[]>();
+const bucketKeyCache = new WeakMap<readonly number[], readonly string[]>();
+
+function bucketKeys(bounds: readonly number[]): readonly string[] {
+  let keys = bucketKeyCache.get(bounds);
+  if (keys === undefined) {
+    keys = bounds.map(String);
+    bucketKeyCache.set(bounds, keys);
+  }
+  return keys;
+}
 
 /** Observations folded before they are added to the series (see seriesObserver). */
 const FOLD_COUNT = 64;
@@ -60,12 +69,7 @@ export function seriesObserver<T extends string>(
   if (typeof internals.hashMap !== 'object' || internals.hashMap === null || !Array.isArray(bounds)) {
     return { observe: (value) => histogram.observe(labels, value), flush: () => {} };
   }
-  let keys = bucketKeys.get(bounds);
-  if (keys === undefined) {
-    keys = bounds.map(String);
-    bucketKeys.set(bounds, keys);
-  }
-  const bucketKeysOf = keys;
+  const keys = bucketKeys(bounds);
   const counts = new Float64Array(bounds.length);
   let count = 0;
   let sum = 0;
@@ -102,7 +106,7 @@ export function seriesObserver<T extends string>(
       for (let i = 0; i < counts.length; i++) {
         const n = counts[i]!;
         if (n === 0) continue;
-        const bucket = bucketKeysOf[i]!;
+        const bucket = keys[i]!;
         if (Object.hasOwn(buckets, bucket)) buckets[bucket]! += n;
       }
     }

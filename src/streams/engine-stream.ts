@@ -81,6 +81,7 @@ export class EngineStream {
   private readFailed: StreamError | undefined;
   private readCompleted = false;
   private readFirstOffset = -1;
+  /** End offset (in the read's region) of the last event to forward. */
   private readForwardEnd = 0;
   private readChunks: ParsedChunk[] = [];
   private readonly inspectEvent = (raw: Buffer) => this.handleEvent(raw);
@@ -150,7 +151,6 @@ export class EngineStream {
     this.readFailed = undefined;
     this.readCompleted = false;
     this.readFirstOffset = -1;
-    /** End offset (in the pushed region) of the last event to forward. */
     this.readForwardEnd = 0;
     const chunks: ParsedChunk[] = [];
     this.readChunks = chunks;
