@@ -1,12 +1,21 @@
 import { describe, expect, it } from 'vitest';
-import { parseSseFields, SseSplitter } from '../src/streams/sse-splitter.js';
+import {
+  parseSseFields,
+  parseSseFieldsAt,
+  plainEventData,
+  SseSplitter,
+} from '../src/streams/sse-splitter.js';
 
 function split(chunks: string[]): { events: string[]; regions: string[]; buffered: number } {
   const splitter = new SseSplitter();
   const events: string[] = [];
   const regions: string[] = [];
   for (const chunk of chunks) {
-    regions.push(splitter.push(Buffer.from(chunk), (raw) => events.push(raw.toString())).toString());
+    regions.push(
+      splitter
+        .push(Buffer.from(chunk), (bytes, start, end) => events.push(bytes.toString('utf8', start, end)))
+        .toString(),
+    );
   }
   return { events, regions, buffered: splitter.bufferedBytes };
 }
@@ -55,6 +64,35 @@ describe('parseSseFields', () => {
       data: 'a\nb',
     });
     expect(parseSseFields(Buffer.from('id: 7\nretry: 10\ndata: z\n\n')).data).toBe('z');
+  });
+
+  it('reads an event in place, between its offsets in a larger buffer, and takes the one-step path only for `data: x` alone', () => {
+    const events = [
+      'data: {"é":1}\n\n',
+      'data: a\ndata: b\n\n',
+      'data:c\n\n',
+      'event: error\ndata: d\n\n',
+      ': k\n\n',
+      'data: \n\n',
+    ];
+    const bytes = Buffer.from(`data: before\n\n${events.join('')}data: after\n\n`);
+    const seen: {
+      plain: string | undefined;
+      fields: { event: string | undefined; data: string | undefined };
+    }[] = [];
+    new SseSplitter().push(bytes, (b, start, end) =>
+      seen.push({ plain: plainEventData(b, start, end), fields: parseSseFieldsAt(b, start, end) }),
+    );
+    expect(seen.slice(1, -1)).toEqual([
+      { plain: '{"é":1}', fields: { event: undefined, data: '{"é":1}' } },
+      { plain: undefined, fields: { event: undefined, data: 'a\nb' } },
+      { plain: undefined, fields: { event: undefined, data: 'c' } },
+      { plain: undefined, fields: { event: 'error', data: 'd' } },
+      { plain: undefined, fields: { event: undefined, data: undefined } },
+      { plain: '', fields: { event: undefined, data: '' } },
+    ]);
+    expect(seen[0]!.plain).toBe('before');
+    expect(seen.at(-1)!.plain).toBe('after');
   });
 });
 
@@ -126,8 +164,9 @@ describe('SseSplitter is linear and bounded', () => {
   it('stops at a whole event larger than its bound, after the events before it', () => {
     const splitter = new SseSplitter(16);
     const events: string[] = [];
-    const region = splitter.push(Buffer.from(`data: ok\n\ndata: ${'y'.repeat(20)}\n\ndata: z\n\n`), (raw) =>
-      events.push(raw.toString()),
+    const region = splitter.push(
+      Buffer.from(`data: ok\n\ndata: ${'y'.repeat(20)}\n\ndata: z\n\n`),
+      (bytes, start, end) => events.push(bytes.toString('utf8', start, end)),
     );
     expect(events).toEqual(['data: ok\n\n']);
     expect(region.toString()).toBe('data: ok\n\n');
@@ -147,7 +186,9 @@ describe('SseSplitter is linear and bounded', () => {
     try {
       for (let i = 0; i < 8192; i++) splitter.push(piece, () => {});
       const events: string[] = [];
-      splitter.push(Buffer.from('\n\n'), (raw) => events.push(raw.subarray(-4).toString()));
+      splitter.push(Buffer.from('\n\n'), (bytes, _start, end) =>
+        events.push(bytes.toString('utf8', end - 4, end)),
+      );
       expect(events).toEqual(['bb\n\n']);
     } finally {
       Buffer.concat = concat;

@@ -2,7 +2,7 @@ import type { StreamError } from '../errors/stream-errors.js';
 import type { ApiName } from '../observability/metrics.js';
 import type { AttemptTrace } from '../observability/tracing.js';
 import type { EngineStream } from '../streams/engine-stream.js';
-import type { RequestRegistry } from '../streams/request-registry.js';
+import type { InFlightRequest, RequestRegistry } from '../streams/request-registry.js';
 import type { Worker } from '../workers/worker.js';
 import { Cancellation } from './cancellation.js';
 
@@ -15,9 +15,10 @@ export type AttemptOutcome = 'success' | 'worker_failure' | 'model_failure' | 'n
 
 /**
  * One upstream request to one worker, with its own fresh request id. Holds the worker's
- * concurrency slot and data-parallel rank until `release`, which is idempotent.
+ * concurrency slot and data-parallel rank until `release`, which is idempotent. It is its own
+ * entry in the registry of requests in flight.
  */
-export class Attempt {
+export class Attempt implements InFlightRequest {
   /** Aborts the upstream request (a Cancellation: an AbortController costs more). */
   readonly controller = new Cancellation();
   readonly startedAt = performance.now();
@@ -36,6 +37,10 @@ export class Attempt {
     readonly model: string,
   ) {
     worker.rankStarted(rank);
+  }
+
+  get workerId(): string {
+    return this.worker.id;
   }
 
   get signal(): AbortSignal {

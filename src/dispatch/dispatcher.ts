@@ -218,7 +218,8 @@ export class Dispatcher {
     this.assertModel(req.model);
     const { maxAttempts, backoffMs, maxBackoffMs } = this.config.retry;
     const deadlineAt = req.receivedAt + this.settings.timeouts(req.model).deadlineMs;
-    const tried = new Set<string>();
+    /** Workers that failed this request's earlier attempts (made at the first failure). */
+    let tried: Set<string> | undefined;
     let lastError: SluiceError | undefined;
     for (let n = 0; n < maxAttempts; n++) {
       if (n > 0) {
@@ -248,7 +249,6 @@ export class Dispatcher {
           rank: attempt.rank,
         });
       }
-      tried.add(attempt.worker.id);
       const onClientGone = () => attempt.cancel(new ClientDisconnected());
       req.signal.addEventListener('abort', onClientGone, { once: true });
       try {
@@ -266,6 +266,7 @@ export class Dispatcher {
         // What leaves the dispatcher may reach the client: no internal host:port in it.
         attempt.worker.redactError(err);
         if (!err.retryable || req.signal.aborted) throw err;
+        (tried ??= new Set()).add(attempt.worker.id);
         lastError = err;
         if (n + 1 < maxAttempts) {
           this.metrics.retries.inc({ model: this.metrics.modelLabel(req.model), code: err.code });
@@ -289,12 +290,54 @@ export class Dispatcher {
   /** Picks a worker, waits for a slot on it, and registers a new attempt with a fresh request id. */
   private async acquire(
     req: DispatchRequest,
-    tried: ReadonlySet<string>,
+    tried: ReadonlySet<string> | undefined,
     n: number,
     routing: RoutingTrace | undefined,
   ): Promise<Attempt> {
-    const exclude = req.exclude;
     const serving = this.registry.forModel(req.model);
+    // The usual case first: a first attempt with nothing excluded, every worker of the model
+    // healthy, admitting and with a free slot; the filters below would keep all of them.
+    const allFree =
+      tried === undefined &&
+      req.exclude === undefined &&
+      req.rank === undefined &&
+      allReady(serving, req.model);
+    const { worker, panic } = allFree
+      ? { worker: this.pickFrom(req, serving, routing), panic: false }
+      : this.pick(req, serving, tried, routing);
+    const rank = worker.chooseRank(req.rank);
+    try {
+      if (!worker.limiter.tryAcquire()) await worker.limiter.acquire(req.signal);
+    } catch (err) {
+      if (req.signal.aborted) throw new ClientDisconnected();
+      if (isSluiceError(err))
+        this.metrics.admissionRejections.inc({ model: this.metrics.modelLabel(req.model), code: err.code });
+      throw err;
+    }
+    const admitted = panic || this.tryAdmit(worker, req.model);
+    if (!admitted) {
+      worker.limiter.release();
+      throw new NoWorkerAvailable(req.model, 1, 'circuit open');
+    }
+    const requestId = n === 0 ? req.requestId : `${req.requestId}-retry${n}`;
+    const attempt = new Attempt(req.api, worker, requestId, rank, n, this.requests, req.model);
+    try {
+      this.requests.register(attempt);
+    } catch (err) {
+      attempt.release('neutral');
+      throw err;
+    }
+    return attempt;
+  }
+
+  /** Picks a worker through the health, circuit, queue and retry filters (see acquire). */
+  private pick(
+    req: DispatchRequest,
+    serving: readonly Worker[],
+    tried: ReadonlySet<string> | undefined,
+    routing: RoutingTrace | undefined,
+  ): { worker: Worker; panic: boolean } {
+    const exclude = req.exclude;
     const all = this.withRank(exclude ? serving.filter((w) => !exclude.has(w.id)) : serving, req.rank);
     const healthy = all.filter((w) => w.healthy);
     let admitting = healthy.filter((w) => w.admits(req.model));
@@ -326,34 +369,20 @@ export class Dispatcher {
       this.metrics.admissionRejections.inc({ model: this.metrics.modelLabel(req.model), code: full.code });
       throw full;
     }
-    const untried = withRoom.filter((w) => !tried.has(w.id));
+    const untried = tried === undefined ? withRoom : withRoom.filter((w) => !tried.has(w.id));
     const candidates = untried.length > 0 ? untried : withRoom;
     const free = candidates.filter((w) => w.limiter.hasFreeSlot);
-    const worker: Worker = this.router.pick(req.model, free.length > 0 ? free : candidates, req.route);
-    routing?.picked(worker.id, free.length > 0 ? free.length : candidates.length);
-    const rank = worker.chooseRank(req.rank);
-    try {
-      if (!worker.limiter.tryAcquire()) await worker.limiter.acquire(req.signal);
-    } catch (err) {
-      if (req.signal.aborted) throw new ClientDisconnected();
-      if (isSluiceError(err))
-        this.metrics.admissionRejections.inc({ model: this.metrics.modelLabel(req.model), code: err.code });
-      throw err;
-    }
-    const admitted = panic || this.tryAdmit(worker, req.model);
-    if (!admitted) {
-      worker.limiter.release();
-      throw new NoWorkerAvailable(req.model, 1, 'circuit open');
-    }
-    const requestId = n === 0 ? req.requestId : `${req.requestId}-retry${n}`;
-    const attempt = new Attempt(req.api, worker, requestId, rank, n, this.requests, req.model);
-    try {
-      this.requests.register({ requestId, workerId: worker.id, close: (error) => attempt.close(error) });
-    } catch (err) {
-      attempt.release('neutral');
-      throw err;
-    }
-    return attempt;
+    return { worker: this.pickFrom(req, free.length > 0 ? free : candidates, routing), panic };
+  }
+
+  private pickFrom(
+    req: DispatchRequest,
+    candidates: readonly Worker[],
+    routing: RoutingTrace | undefined,
+  ): Worker {
+    const worker = this.router.pick(req.model, candidates, req.route);
+    routing?.picked(worker.id, candidates.length);
+    return worker;
   }
 
   /** Takes the right to send one request through the worker's own circuit and the model's. */
@@ -426,6 +455,13 @@ export class Dispatcher {
     }
     return response;
   }
+}
+
+/** Whether every one of `workers` (at least one) is healthy, admits `model` and has a free slot. */
+function allReady(workers: readonly Worker[], model: string): boolean {
+  if (workers.length === 0) return false;
+  for (const w of workers) if (!w.healthy || !w.admits(model) || !w.limiter.hasFreeSlot) return false;
+  return true;
 }
 
 async function readLimited(body: UndiciDispatcher.ResponseData['body'], limit: number): Promise<Buffer> {

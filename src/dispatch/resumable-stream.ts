@@ -4,7 +4,7 @@ import type { StreamError } from '../errors/stream-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { ParsedChunk, Usage } from '../streams/chat-stream-tracker.js';
 import type { EngineStreamSink } from '../streams/engine-stream.js';
-import { parseSseFields, SseSplitter } from '../streams/sse-splitter.js';
+import { parseSseFieldsAt, SseSplitter } from '../streams/sse-splitter.js';
 import type { Worker } from '../workers/worker.js';
 import { outcomeOf } from './classify-upstream-error.js';
 import type { OpenedStream } from './dispatcher.js';
@@ -47,8 +47,9 @@ function isUsageOnly(chunk: ParsedChunk): boolean {
 /** The events of `raw` without its usage-only ones (the usage the gateway asked for itself). */
 function withoutUsageEvents(raw: Buffer): Buffer {
   const kept: Buffer[] = [];
-  new SseSplitter().push(raw, (event) => {
-    const { data } = parseSseFields(event);
+  new SseSplitter().push(raw, (bytes, start, end) => {
+    const event = bytes.subarray(start, end);
+    const { data } = parseSseFieldsAt(bytes, start, end);
     if (data === undefined || data === '[DONE]' || !data.includes('"usage"')) {
       kept.push(event);
       return;
@@ -201,7 +202,10 @@ export class ResumableStream {
     if (this.created === undefined && typeof chunk.created === 'number') this.created = chunk.created;
     if (chunk.usage) this.lastUsage = chunk.usage;
     const choices = chunk.choices ?? [];
-    if (choices.length > 1 || choices.some((c) => typeof c.index === 'number' && c.index > 0)) {
+    if (
+      choices.length > 1 ||
+      (choices.length === 1 && typeof choices[0]!.index === 'number' && choices[0]!.index > 0)
+    ) {
       this.unsafe = 'several choices';
     }
     const choice = choices[0];

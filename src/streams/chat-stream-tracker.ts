@@ -7,7 +7,6 @@ import {
   type UpstreamErrorFrame,
 } from '../errors/stream-errors.js';
 import { errorEventFrom, errorFrameFrom } from './error-frame.js';
-import type { SseFields } from './sse-splitter.js';
 
 export interface Usage {
   prompt_tokens: number;
@@ -51,19 +50,25 @@ export function isProgress(chunk: ParsedChunk): boolean {
   for (const choice of choices) {
     if (typeof choice !== 'object' || choice === null) continue;
     if (choice.finish_reason !== null && choice.finish_reason !== undefined) return true;
-    if (typeof choice.text === 'string' && choice.text.length > 0) return true;
-    const delta = choice.delta;
-    if (!delta) continue;
-    if (typeof delta.content === 'string' && delta.content.length > 0) return true;
-    if (typeof delta.reasoning_content === 'string' && delta.reasoning_content.length > 0) return true;
-    if (typeof delta.reasoning === 'string' && delta.reasoning.length > 0) return true;
-    if (Array.isArray(delta.tool_calls) && delta.tool_calls.length > 0) return true;
+    if (choiceHasOutput(choice)) return true;
   }
   return false;
 }
 
+/** Whether a choice carries a token of text, reasoning or a tool call (its finish aside). */
+function choiceHasOutput(choice: ChunkChoice): boolean {
+  if (typeof choice.text === 'string' && choice.text.length > 0) return true;
+  const delta = choice.delta;
+  if (!delta) return false;
+  if (typeof delta.content === 'string' && delta.content.length > 0) return true;
+  if (typeof delta.reasoning_content === 'string' && delta.reasoning_content.length > 0) return true;
+  if (typeof delta.reasoning === 'string' && delta.reasoning.length > 0) return true;
+  return Array.isArray(delta.tool_calls) && delta.tool_calls.length > 0;
+}
+
 export type EventVerdict =
-  | { kind: 'chunk'; chunk: ParsedChunk }
+  /** `progress`: the chunk is progress of generation (isProgress), found in the same pass. */
+  | { kind: 'chunk'; chunk: ParsedChunk; progress: boolean }
   | { kind: 'done' }
   | { kind: 'other' } /* comments, keep-alives, events we pass through untouched */
   | { kind: 'error'; error: StreamError };
@@ -76,6 +81,8 @@ export type EventVerdict =
 export class ChatStreamTracker {
   private readonly seen = new Set<number>();
   private readonly finished = new Set<number>();
+  /** The choice index added to `seen` last: a stream of one choice adds it once, not per chunk. */
+  private lastSeen: number | undefined;
   usage: Usage | undefined;
   sawDone = false;
   events = 0;
@@ -89,10 +96,10 @@ export class ChatStreamTracker {
     return this.seen.size > 0 && this.finished.size === this.seen.size;
   }
 
-  inspect(fields: SseFields): EventVerdict {
+  /** Inspects one event: its `event:` field (undefined for the default) and its data (undefined for none). */
+  inspect(event: string | undefined, data: string | undefined): EventVerdict {
     this.events++;
-    if (fields.event === 'error') return { kind: 'error', error: errorEventFrom(fields.data) };
-    const data = fields.data;
+    if (event === 'error') return { kind: 'error', error: errorEventFrom(data) };
     if (data === undefined) return { kind: 'other' };
     if (data === '[DONE]') {
       this.sawDone = true;
@@ -112,6 +119,7 @@ export class ChatStreamTracker {
     if (frame) return { kind: 'error', error: frame };
     const chunk = parsed as ParsedChunk;
     const choices = chunk.choices;
+    let progress = false;
     if (choices !== undefined) {
       if (!Array.isArray(choices)) {
         return { kind: 'error', error: new MalformedChunk(this.requestId, '`choices` is not an array') };
@@ -120,21 +128,27 @@ export class ChatStreamTracker {
         if (typeof choice !== 'object' || choice === null || Array.isArray(choice)) {
           return { kind: 'error', error: new MalformedChunk(this.requestId, 'a choice is not an object') };
         }
-        const index = typeof choice?.index === 'number' ? choice.index : 0;
-        this.seen.add(index);
-        const reason = choice?.finish_reason;
-        if (reason !== null && reason !== undefined) {
+        const index = typeof choice.index === 'number' ? choice.index : 0;
+        if (index !== this.lastSeen) {
+          this.seen.add(index);
+          this.lastSeen = index;
+        }
+        const reason = choice.finish_reason;
+        if (reason === null || reason === undefined) {
+          if (!progress) progress = choiceHasOutput(choice);
+        } else {
           // An abort, an error or no finish reason at all is never relayed as an ending.
           if (typeof reason !== 'string' || !NORMAL_FINISH_REASONS.has(reason)) {
             return { kind: 'error', error: new EngineFinishFailure(this.requestId, reason) };
           }
           this.finished.add(index);
-          if (this.finishReason === undefined && typeof reason === 'string') this.finishReason = reason;
+          if (this.finishReason === undefined) this.finishReason = reason;
+          progress = true;
         }
       }
     }
     if (chunk.usage) this.usage = chunk.usage;
-    return { kind: 'chunk', chunk };
+    return { kind: 'chunk', chunk, progress };
   }
 
   /** The error for a stream that ended now, or undefined when it had finished. */

@@ -6,14 +6,8 @@ import {
   UpstreamLimitExceeded,
   UpstreamReadError,
 } from '../errors/stream-errors.js';
-import {
-  ChatStreamTracker,
-  carriesOutput,
-  type EventVerdict,
-  isProgress,
-  type ParsedChunk,
-} from './chat-stream-tracker.js';
-import { DEFAULT_MAX_EVENT_BYTES, parseSseFields, SseSplitter } from './sse-splitter.js';
+import { ChatStreamTracker, type EventVerdict, type ParsedChunk } from './chat-stream-tracker.js';
+import { DEFAULT_MAX_EVENT_BYTES, parseSseFieldsAt, plainEventData, SseSplitter } from './sse-splitter.js';
 
 export interface EngineStreamSink {
   /**
@@ -84,7 +78,11 @@ export class EngineStream {
   /** End offset (in the read's region) of the last event to forward. */
   private readForwardEnd = 0;
   private readChunks: ParsedChunk[] = [];
-  private readonly inspectEvent = (raw: Buffer) => this.handleEvent(raw);
+  /** A chunk of the read was progress (see isProgress) / carried output (see carriesOutput). */
+  private readProgress = false;
+  private readOutput = false;
+  private readonly inspectEvent = (bytes: Buffer, start: number, end: number) =>
+    this.handleEvent(bytes, start, end);
   private readonly onIdleTimer = () => this.checkIdle();
   private readonly onData = (chunk: Buffer) => this.handleChunk(chunk);
   private readonly onEnd = () => this.handleEnd('eof');
@@ -152,6 +150,8 @@ export class EngineStream {
     this.readCompleted = false;
     this.readFirstOffset = -1;
     this.readForwardEnd = 0;
+    this.readProgress = false;
+    this.readOutput = false;
     const chunks: ParsedChunk[] = [];
     this.readChunks = chunks;
     const region = this.splitter.push(chunk, this.inspectEvent);
@@ -161,7 +161,7 @@ export class EngineStream {
       failed = new UpstreamLimitExceeded(this.options.requestId, 'event', this.splitter.maxEventBytes);
     }
     // Only progress restarts the idle clock: an engine sending keep-alives alone is stalled.
-    if (chunks.some(isProgress)) {
+    if (this.readProgress) {
       const now = performance.now();
       this.idleSince = now;
       const gaps = this.options.gaps;
@@ -171,7 +171,7 @@ export class EngineStream {
       }
     }
     if (!this.sawOutput) {
-      if (chunks.some(carriesOutput)) this.sawOutput = true;
+      if (this.readOutput) this.sawOutput = true;
       else {
         this.prefaceBytes += forwardEnd;
         if (!failed && this.prefaceBytes > this.maxPrefaceBytes) {
@@ -189,18 +189,27 @@ export class EngineStream {
     else if (this.readCompleted) this.complete(true);
   }
 
-  /** One whole event of the current read (see handleChunk). */
-  private handleEvent(raw: Buffer): void {
+  /** One whole event of the current read, `bytes[start, end)` (see handleChunk). */
+  private handleEvent(bytes: Buffer, start: number, end: number): void {
     if (this.readFailed || this.readCompleted) return;
-    if (this.readFirstOffset < 0) this.readFirstOffset = raw.byteOffset;
-    const verdict: EventVerdict = this.tracker.inspect(parseSseFields(raw));
+    if (this.readFirstOffset < 0) this.readFirstOffset = start;
+    const plain = plainEventData(bytes, start, end);
+    let verdict: EventVerdict;
+    if (plain !== undefined) verdict = this.tracker.inspect(undefined, plain);
+    else {
+      const fields = parseSseFieldsAt(bytes, start, end);
+      verdict = this.tracker.inspect(fields.event, fields.data);
+    }
     if (verdict.kind === 'error') {
       this.readFailed = verdict.error;
       return;
     }
-    if (verdict.kind === 'chunk') this.readChunks.push(verdict.chunk);
-    else if (verdict.kind === 'done') this.readCompleted = true;
-    this.readForwardEnd = raw.byteOffset - this.readFirstOffset + raw.length;
+    if (verdict.kind === 'chunk') {
+      this.readChunks.push(verdict.chunk);
+      if (verdict.progress) this.readProgress = this.readOutput = true;
+      else if (verdict.chunk.usage) this.readOutput = true;
+    } else if (verdict.kind === 'done') this.readCompleted = true;
+    this.readForwardEnd = end - this.readFirstOffset;
   }
 
   /** The idle timer fired: the stream is stalled, or progress came since it was set. */

@@ -39,12 +39,13 @@ export class SseSplitter {
   }
 
   /**
-   * Adds a chunk; calls `onEvent` for every event it completes, in order, with a view of the
-   * event's bytes including its terminating blank line.
+   * Adds a chunk; calls `onEvent` for every event it completes, in order, with the event's bytes
+   * including its terminating blank line: `bytes[start, end)` (no view is made per event: the
+   * relay's hot path reads its fields in place, see parseSseFieldsAt).
    * Returns the bytes of all the events it completed, back to back (one buffer to write).
    * When an event passes the bound, `overflowed` is set and the events before it are returned.
    */
-  push(chunk: Buffer, onEvent: (raw: Buffer) => void): Buffer {
+  push(chunk: Buffer, onEvent: (bytes: Buffer, start: number, end: number) => void): Buffer {
     if (this.overflowed) return EMPTY;
     const held = this.partsLength;
     const length = chunk.length;
@@ -59,7 +60,7 @@ export class SseSplitter {
         return false;
       }
       data ??= held === 0 ? chunk : Buffer.concat([...this.parts, chunk], held + length);
-      onEvent(data.subarray(eventStart, end));
+      onEvent(data, eventStart, end);
       eventStart = end;
       this.afterTerminator = false;
       return true;
@@ -145,11 +146,37 @@ export interface SseFields {
 
 /** Decodes the fields of one whole event as the SSE grammar says (comments and `id`/`retry` skipped). */
 export function parseSseFields(raw: Buffer): SseFields {
-  const text = raw.toString('utf8');
-  // Fast path: the overwhelmingly common `data: <json>\n\n` shape of every engine.
-  if (text.startsWith('data: ') && text.endsWith('\n\n') && text.indexOf('\n') === text.length - 2) {
-    return { event: undefined, data: text.slice(6, -2) };
+  return parseSseFieldsAt(raw, 0, raw.length);
+}
+
+/**
+ * The data of an event of the overwhelmingly common `data: <payload>\n\n` shape of every
+ * engine at `bytes[start, end)`, decoded in one step; undefined for any other shape (parse
+ * those with parseSseFieldsAt).
+ */
+export function plainEventData(bytes: Buffer, start: number, end: number): string | undefined {
+  if (
+    end - start >= 8 &&
+    bytes[start] === 0x64 && // d
+    bytes[start + 1] === 0x61 && // a
+    bytes[start + 2] === 0x74 && // t
+    bytes[start + 3] === 0x61 && // a
+    bytes[start + 4] === 0x3a && // :
+    bytes[start + 5] === 0x20 && // space
+    bytes[end - 1] === LF &&
+    bytes[end - 2] === LF &&
+    bytes.indexOf(LF, start + 6) === end - 2
+  ) {
+    return bytes.toString('utf8', start + 6, end - 2);
   }
+  return undefined;
+}
+
+/** parseSseFields of the event at `bytes[start, end)`. */
+export function parseSseFieldsAt(bytes: Buffer, start: number, end: number): SseFields {
+  const plain = plainEventData(bytes, start, end);
+  if (plain !== undefined) return { event: undefined, data: plain };
+  const text = bytes.toString('utf8', start, end);
   let event: string | undefined;
   let data: string | undefined;
   for (const line of text.split(/\r\n|\r|\n/)) {
