@@ -266,7 +266,8 @@ export class Dispatcher {
         // What leaves the dispatcher may reach the client: no internal host:port in it.
         attempt.worker.redactError(err);
         if (!err.retryable || req.signal.aborted) throw err;
-        (tried ??= new Set()).add(attempt.worker.id);
+        tried ??= new Set();
+        tried.add(attempt.worker.id);
         lastError = err;
         if (n + 1 < maxAttempts) {
           this.metrics.retries.inc({ model: this.metrics.modelLabel(req.model), code: err.code });
