@@ -45,8 +45,6 @@ export interface BenchReport {
     }
   >;
   streamSeconds: number;
-  /** The relays' stream rounds ran at the same time (runs before 2026-12-03T19:30 took turns). */
-  streamRoundsAtOnce?: boolean;
   chatStreams: Stream;
   floorStreams: Stream;
   dutyFloorStreams?: Stream;
@@ -114,7 +112,7 @@ export function markdownReport(r: BenchReport): string {
     `| relayed events per relay CPU-second | ${n(f.eventsPerGatewayCpuSecond)} | ${opt(d?.eventsPerGatewayCpuSecond, n)} | ${n(c.eventsPerGatewayCpuSecond)} | ${r.streamRatios.eventsPerCpuSecond} | ${opt(r.streamRatios.eventsPerCpuSecondOfDutyFloor)} | ${n(s.eventsPerGatewayCpuSecond)} |`,
     ...(c.eachRound && f.eachRound
       ? [
-          `| the same, each round (${c.rounds} each, ${r.streamRoundsAtOnce ? 'the three relays at the same time' : 'taking turns'}) | ${f.eachRound.map((x) => n(x.eventsPerCpuSecond)).join(', ')} | ${d?.eachRound ? d.eachRound.map((x) => n(x.eventsPerCpuSecond)).join(', ') : '–'} | ${c.eachRound.map((x) => n(x.eventsPerCpuSecond)).join(', ')} | | | |`,
+          `| the same, each round (${c.rounds} each, taking turns) | ${f.eachRound.map((x) => n(x.eventsPerCpuSecond)).join(', ')} | ${d?.eachRound ? d.eachRound.map((x) => n(x.eventsPerCpuSecond)).join(', ') : '–'} | ${c.eachRound.map((x) => n(x.eventsPerCpuSecond)).join(', ')} | | | |`,
         ]
       : []),
     ...(r.streamRatios.ttftAdded

@@ -29,8 +29,8 @@ const WARM_UP_SECONDS = QUICK ? 2 : 5;
 /** Long enough (>= 10 s at 50 tokens/s) that opening the streams does not dominate, quick or not. */
 const STREAM_TOKENS = QUICK ? 500 : 750;
 const STREAM_COUNT = 256;
-/** Rounds of the 256-stream case, the gateway, the floor relay and the duty floor at the same time. */
-const STREAM_ROUNDS = QUICK ? 1 : 3;
+/** Rounds of the 256-stream case through each of the gateway and the floor relay, taking turns. */
+const STREAM_ROUNDS = QUICK ? 1 : 2;
 /** The burst: this many streams opened at once on one worker, through the default admission limits. */
 const BURST_STREAMS = 2000;
 const BURST_TOKENS = 100;
@@ -68,28 +68,25 @@ interface StreamResult {
   }[];
 }
 
-/**
- * The worker alone: what a relay adds is measured against this. Warmed as the relays are (a
- * short burst first), so that it is not a cold worker's first burst (which made the added TTFT
- * negative).
- */
-async function directStreams(worker: Proc, count: number, body: string): Promise<StreamRun> {
-  const workerOrigin = new URL(worker.url).origin;
-  const short = body.replace(/"max_(output_)?tokens":\d+/, '"max_$1tokens":10');
-  await streams(workerOrigin, '/v1/chat/completions', short, Math.min(count, STREAM_COUNT), '"content":" ');
-  return streams(workerOrigin, '/v1/chat/completions', body, count, '"content":" ');
-}
-
 async function streamCase(
   target: Proc,
+  worker: Proc,
   count: number,
   path: string,
   body: string,
   marker: string,
-  baseline: StreamRun,
-): Promise<StreamResult> {
+  direct: StreamRun | undefined,
+): Promise<{ result: StreamResult; direct: StreamRun }> {
+  const workerOrigin = new URL(worker.url).origin;
   const targetOrigin = new URL(target.url).origin;
   const short = body.replace(/"max_(output_)?tokens":\d+/, '"max_$1tokens":10');
+  let baseline = direct;
+  if (!baseline) {
+    // The worker warmed as the relays are (below), so that what a relay adds is not measured
+    // against a cold worker's first burst (which made the added TTFT negative).
+    await streams(workerOrigin, '/v1/chat/completions', short, Math.min(count, STREAM_COUNT), '"content":" ');
+    baseline = await streams(workerOrigin, '/v1/chat/completions', body, count, '"content":" ');
+  }
   // A burst of short streams first, alike for every target: a process's first burst runs cold
   // code and opens its upstream connections (measured cold, the gateway's first 256-stream burst
   // had a TTFT p99 of 1,035 ms against the floor's 732; warm, 379 against 256).
@@ -111,17 +108,20 @@ async function streamCase(
   const dItl = summarize(baseline.interEventMs).p99;
   const gItl = summarize(through.interEventMs).p99;
   return {
-    streams: count,
-    ttftAddedMs: { p50: round(g.p50 - d.p50), p99: round(g.p99 - d.p99) },
-    interTokenP99Ms: { direct: round(dItl), gateway: round(gItl), added: round(gItl - dItl) },
-    gatewayCpuSecondsPer1000Events: round((cpu / through.events) * 1000, 4),
-    eventsPerGatewayCpuSecond: Math.round(through.events / cpu),
-    gatewayRssPerStreamKB: round((peakRss - idleRss) / count / 1024, 1),
-    peakOpen: through.peakOpen,
-    errors: through.errors,
-    errorKinds: through.errorKinds,
-    events: through.events,
-    cpuSeconds: round(cpu, 2),
+    direct: baseline,
+    result: {
+      streams: count,
+      ttftAddedMs: { p50: round(g.p50 - d.p50), p99: round(g.p99 - d.p99) },
+      interTokenP99Ms: { direct: round(dItl), gateway: round(gItl), added: round(gItl - dItl) },
+      gatewayCpuSecondsPer1000Events: round((cpu / through.events) * 1000, 4),
+      eventsPerGatewayCpuSecond: Math.round(through.events / cpu),
+      gatewayRssPerStreamKB: round((peakRss - idleRss) / count / 1024, 1),
+      peakOpen: through.peakOpen,
+      errors: through.errors,
+      errorKinds: through.errorKinds,
+      events: through.events,
+      cpuSeconds: round(cpu, 2),
+    },
   };
 }
 
@@ -320,23 +320,27 @@ async function main(): Promise<void> {
     // 2. Streams at 50 tokens/s, one SSE event per token: direct, chat completions through the
     // gateway and the floor relay, and Responses through the gateway.
     const chatBody = chat('slow', { stream: true, max_tokens: STREAM_TOKENS });
-    // The gateway, the floor relay and the duty floor run their streams at the same time, 256
-    // each, in each of STREAM_ROUNDS rounds, so that a shared machine's load, which drifts over a
-    // run, weighs on all of them in the same window. (Taking turns, 15 s each, the floor's own two
-    // rounds came out 20% apart: 34,859 and 28,728 events per CPU-second in one run.)
-    const direct = await directStreams(slow, STREAM_COUNT, chatBody);
+    // The gateway, the floor relay and the duty floor take turns (STREAM_ROUNDS each), so that a
+    // shared machine's load, which drifts over a run, weighs on all of them alike.
+    let direct: StreamRun | undefined;
     const relays = { chat: gateway, floor: slowFloor, duties: slowDuties };
     const rounds: Record<keyof typeof relays, StreamResult[]> = { chat: [], floor: [], duties: [] };
     for (let n = 0; n < STREAM_ROUNDS; n++) {
-      const names = Object.keys(relays) as (keyof typeof relays)[];
-      const runs = await Promise.all(
-        names.map((name) =>
-          streamCase(relays[name], STREAM_COUNT, '/v1/chat/completions', chatBody, '"content":" ', direct),
-        ),
-      );
-      for (const [i, name] of names.entries()) rounds[name].push(runs[i]!);
+      for (const [name, relay] of Object.entries(relays) as [keyof typeof relays, Proc][]) {
+        const run = await streamCase(
+          relay,
+          slow,
+          STREAM_COUNT,
+          '/v1/chat/completions',
+          chatBody,
+          '"content":" ',
+          direct,
+        );
+        direct = run.direct;
+        rounds[name].push(run.result);
+      }
     }
-    const c = { result: combine(rounds.chat), direct };
+    const c = { result: combine(rounds.chat), direct: direct! };
     const f = { result: combine(rounds.floor) };
     const du = combine(rounds.duties);
     const responsesBody = JSON.stringify({
@@ -346,18 +350,16 @@ async function main(): Promise<void> {
       store: false,
       max_output_tokens: STREAM_TOKENS,
     });
-    const r = {
-      result: await streamCase(
-        gateway,
-        STREAM_COUNT,
-        '/v1/responses',
-        responsesBody,
-        'response.output_text.delta',
-        c.direct,
-      ),
-    };
+    const r = await streamCase(
+      gateway,
+      slow,
+      STREAM_COUNT,
+      '/v1/responses',
+      responsesBody,
+      'response.output_text.delta',
+      c.direct,
+    );
     results.streamSeconds = STREAM_TOKENS / 50;
-    results.streamRoundsAtOnce = true;
     results.floorStreams = f.result;
     results.dutyFloorStreams = du;
     results.chatStreams = c.result;
@@ -397,14 +399,17 @@ async function main(): Promise<void> {
     const burstCase = async (start: () => Promise<Proc>) => {
       const relay = await start();
       try {
-        return await streamCase(
-          relay,
-          BURST_STREAMS,
-          '/v1/chat/completions',
-          burstBody,
-          '"content":" ',
-          burstDirect,
-        );
+        return (
+          await streamCase(
+            relay,
+            slow,
+            BURST_STREAMS,
+            '/v1/chat/completions',
+            burstBody,
+            '"content":" ',
+            burstDirect,
+          )
+        ).result;
       } finally {
         await stop(relay);
       }
