@@ -29,8 +29,8 @@ const WARM_UP_SECONDS = QUICK ? 2 : 5;
 /** Long enough (>= 10 s at 50 tokens/s) that opening the streams does not dominate, quick or not. */
 const STREAM_TOKENS = QUICK ? 500 : 750;
 const STREAM_COUNT = 256;
-/** Rounds of the 256-stream case through each of the gateway and the floor relay, taking turns. */
-const STREAM_ROUNDS = QUICK ? 1 : 2;
+/** Rounds of the 256-stream case through each of the gateway, the floor relay and the duty floor, taking turns. */
+const STREAM_ROUNDS = QUICK ? 1 : 3;
 /** The burst: this many streams opened at once on one worker, through the default admission limits. */
 const BURST_STREAMS = 2000;
 const BURST_TOKENS = 100;
@@ -321,7 +321,11 @@ async function main(): Promise<void> {
     // gateway and the floor relay, and Responses through the gateway.
     const chatBody = chat('slow', { stream: true, max_tokens: STREAM_TOKENS });
     // The gateway, the floor relay and the duty floor take turns (STREAM_ROUNDS each), so that a
-    // shared machine's load, which drifts over a run, weighs on all of them alike.
+    // shared machine's load, which drifts over a run, weighs on all of them alike. Not at the same
+    // time: three relays of 256 streams each saturate this 2-vCPU machine (inter-token p99 95 ms
+    // against the worker's 23), and the gateway's events per CPU-second came out 22% above the
+    // day's runs taking turns, the floor's 8% (2026-12-03; likely a relay kept waiting for the
+    // CPU reads several events at once, which costs the gateway less per event).
     let direct: StreamRun | undefined;
     const relays = { chat: gateway, floor: slowFloor, duties: slowDuties };
     const rounds: Record<keyof typeof relays, StreamResult[]> = { chat: [], floor: [], duties: [] };
