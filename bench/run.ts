@@ -242,11 +242,8 @@ async function main(): Promise<void> {
       storage: { kind: 'none' },
     }),
   );
-  const gateway = await startCli(
-    ['serve', '--port', '0', '--config', configFile, '--log-level', 'info'],
-    {},
-    PROFILE ? ['--cpu-prof', '--cpu-prof-dir', PROFILE_DIR] : [],
-  );
+  const serveArgs = ['serve', '--port', '0', '--config', configFile, '--log-level', 'info'];
+  const gateway = await startCli(serveArgs, {}, PROFILE ? ['--cpu-prof', '--cpu-prof-dir', PROFILE_DIR] : []);
   const [fastFloor, slowFloor, fastFastify, fastDuties, slowDuties] = await Promise.all([
     startFloorRelay(fast.url),
     startFloorRelay(slow.url),
@@ -418,9 +415,7 @@ async function main(): Promise<void> {
         await stop(relay);
       }
     };
-    const bg = await burstCase(() =>
-      startCli(['serve', '--port', '0', '--config', configFile, '--log-level', 'info']),
-    );
+    const bg = await burstCase(() => startCli(serveArgs));
     const bf = await burstCase(() => startFloorRelay(slow.url));
     results.burst = { streams: BURST_STREAMS, tokens: BURST_TOKENS, gateway: bg, floor: bf };
 

@@ -7,7 +7,7 @@ import {
   UpstreamReadError,
 } from '../errors/stream-errors.js';
 import { ChatStreamTracker, type EventVerdict, type ParsedChunk } from './chat-stream-tracker.js';
-import { DEFAULT_MAX_EVENT_BYTES, parseSseFieldsAt, plainEventData, SseSplitter } from './sse-splitter.js';
+import { DEFAULT_MAX_EVENT_BYTES, parseSseText, plainEventData, SseSplitter } from './sse-splitter.js';
 
 export interface EngineStreamSink {
   /**
@@ -74,7 +74,6 @@ export class EngineStream {
   /** The state of one read's events, for `inspectEvent` (one callback for every read, not one made per read). */
   private readFailed: StreamError | undefined;
   private readCompleted = false;
-  private readFirstOffset = -1;
   /** End offset (in the read's region) of the last event to forward. */
   private readForwardEnd = 0;
   private readChunks: ParsedChunk[] = [];
@@ -148,7 +147,6 @@ export class EngineStream {
     if (this.ended) return;
     this.readFailed = undefined;
     this.readCompleted = false;
-    this.readFirstOffset = -1;
     this.readForwardEnd = 0;
     this.readProgress = false;
     this.readOutput = false;
@@ -192,12 +190,11 @@ export class EngineStream {
   /** One whole event of the current read, `bytes[start, end)` (see handleChunk). */
   private handleEvent(bytes: Buffer, start: number, end: number): void {
     if (this.readFailed || this.readCompleted) return;
-    if (this.readFirstOffset < 0) this.readFirstOffset = start;
     const plain = plainEventData(bytes, start, end);
     let verdict: EventVerdict;
     if (plain !== undefined) verdict = this.tracker.inspect(undefined, plain);
     else {
-      const fields = parseSseFieldsAt(bytes, start, end);
+      const fields = parseSseText(bytes.toString('utf8', start, end));
       verdict = this.tracker.inspect(fields.event, fields.data);
     }
     if (verdict.kind === 'error') {
@@ -209,7 +206,8 @@ export class EngineStream {
       if (verdict.progress) this.readProgress = this.readOutput = true;
       else if (verdict.chunk.usage) this.readOutput = true;
     } else if (verdict.kind === 'done') this.readCompleted = true;
-    this.readForwardEnd = end - this.readFirstOffset;
+    // The read's region starts at its first event: an event's end is where the forward ends.
+    this.readForwardEnd = end;
   }
 
   /** The idle timer fired: the stream is stalled, or progress came since it was set. */

@@ -176,7 +176,11 @@ export function plainEventData(bytes: Buffer, start: number, end: number): strin
 export function parseSseFieldsAt(bytes: Buffer, start: number, end: number): SseFields {
   const plain = plainEventData(bytes, start, end);
   if (plain !== undefined) return { event: undefined, data: plain };
-  const text = bytes.toString('utf8', start, end);
+  return parseSseText(bytes.toString('utf8', start, end));
+}
+
+/** The fields of one whole event's text, line by line (what parseSseFieldsAt does past its one-step path). */
+export function parseSseText(text: string): SseFields {
   let event: string | undefined;
   let data: string | undefined;
   for (const line of text.split(/\r\n|\r|\n/)) {
