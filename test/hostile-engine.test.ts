@@ -190,6 +190,32 @@ describe('keep-alives are not progress', () => {
   });
 });
 
+describe('an engine that holds its answer open after [DONE]', () => {
+  it('the client has its whole stream at once; the engine is let go within the drain bound (5 s)', async () => {
+    const {
+      url,
+      engines: [engine],
+    } = await setup(['linger']);
+    const started = Date.now();
+    const res = await post(`${url}/v1/chat/completions`, chat({ stream: true }));
+    expect(Date.now() - started).toBeLessThan(2_000);
+    expect(sseData(res.text).at(-1)).toBe('[DONE]');
+    expect(res.text).toContain('t4 ');
+    // The gateway reads on (so that a well-behaved connection goes back to its pool) ...
+    expect(engine!.stats.open).toBe(1);
+    // ... and cuts it past the bound, one reaper for every stream draining.
+    await eventually(() => engine!.stats.aborted === 1 && engine!.stats.open === 0, 9_000);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(4_900);
+    expect(
+      await metric(url, 'sluice_stream_failures_total', { api: 'chat_completions' }, { absent: 0 }),
+    ).toBe(0);
+    // The worker still serves.
+    engine!.mode = 'ok';
+    const again = await post(`${url}/v1/chat/completions`, chat({ stream: true }));
+    expect(sseData(again.text).at(-1)).toBe('[DONE]');
+  }, 20_000);
+});
+
 describe('bounded buffers', () => {
   it('an endless line ends the stream with upstream_event_too_large and aborts the engine', async () => {
     const {

@@ -1,6 +1,6 @@
 import { Histogram, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { seriesObserver } from '../src/observability/metrics.js';
+import { GatewayMetrics, seriesObserver } from '../src/observability/metrics.js';
 
 function histogram(registry: Registry) {
   return new Histogram({
@@ -85,5 +85,30 @@ describe('seriesObserver (the inter-token histogram, folded per stream)', () => 
     const values = (await h.get()).values;
     expect(values.find((v) => v.metricName === 'gap_seconds_count')?.value).toBe(3);
     expect(values.find((v) => v.metricName === 'gap_seconds_sum')?.value).toBeCloseTo(0.09, 10);
+  });
+
+  it("a gateway's folded series are shared per route and model, and every read of the histogram sees all of them", async () => {
+    const metrics = new GatewayMetrics(false);
+    const ttft = metrics.folded(metrics.timeToFirstToken, 'chat_completions', 'm');
+    expect(metrics.folded(metrics.timeToFirstToken, 'chat_completions', 'm')).toBe(ttft);
+    expect(metrics.folded(metrics.timeToFirstToken, 'completions', 'm')).not.toBe(ttft);
+    expect(metrics.folded(metrics.requestDuration, 'chat_completions', 'm')).not.toBe(ttft);
+    // Fewer values than a fold holds, and far from a second: nothing reached prom-client yet.
+    for (const v of [0.02, 0.03]) ttft.observe(v);
+    metrics.folded(metrics.timeToFirstToken, 'completions', 'm').observe(0.5);
+    const text = await metrics.registry.metrics();
+    expect(text).toContain('sluice_time_to_first_token_seconds_count{route="chat_completions",model="m"} 2');
+    expect(text).toContain(
+      'sluice_time_to_first_token_seconds_bucket{le="0.025",route="chat_completions",model="m"} 1',
+    );
+    expect(text).toContain('sluice_time_to_first_token_seconds_count{route="completions",model="m"} 1');
+    // The dashboard reads the histogram itself: the same values, not counted twice.
+    ttft.observe(0.04);
+    const values = (await metrics.timeToFirstToken.get()).values;
+    const count = values.find(
+      (v) =>
+        v.metricName === 'sluice_time_to_first_token_seconds_count' && v.labels.route === 'chat_completions',
+    );
+    expect(count?.value).toBe(3);
   });
 });

@@ -138,6 +138,9 @@ export function rawJsonRoute(
     };
     const onEnd = () => {
       const text = (parts.length === 1 ? parts[0]! : Buffer.concat(parts, size)).toString('utf8');
+      // These listeners stay on the request for as long as its answer (a stream's) lasts: they
+      // must not keep its bytes alive that long.
+      parts.length = 0;
       let body: unknown;
       try {
         body = parseJsonBody(text, 'POST');

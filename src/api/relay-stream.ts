@@ -3,6 +3,7 @@ import type { ResumableStream } from '../dispatch/resumable-stream.js';
 import { ClientDisconnected } from '../errors/http-errors.js';
 import type { StreamError } from '../errors/stream-errors.js';
 import type { ParsedChunk, Usage } from '../streams/chat-stream-tracker.js';
+import type { EngineStreamSink } from '../streams/engine-stream.js';
 import { drainWaiter } from './drain-waiter.js';
 import { DONE_FRAME, errorFrame } from './sse-frames.js';
 
@@ -40,56 +41,81 @@ export function relayStream(
   stream: ResumableStream,
   options: RelayOptions,
 ): Promise<StreamOutcome> {
-  return new Promise<StreamOutcome>((resolve) => {
-    let settled = false;
-    const settle = (outcome: StreamOutcome) => {
-      if (settled) return;
-      settled = true;
-      res.off('close', onClose);
-      resolve(outcome);
-    };
-    const waitForDrain = drainWaiter(res);
-    const onDrain = () => stream.resume();
-    const onClose = () => {
-      if (settled || res.writableFinished) return;
-      stream.abandon(new ClientDisconnected());
-      settle({ kind: 'client_gone', usage: stream.usage });
-    };
-    res.on('close', onClose);
+  return new Promise<StreamOutcome>((resolve) => new StreamRelay(res, stream, options, resolve).start());
+}
+
+/**
+ * One relay: the stream's sink and the response's listener in one object (a stream opened per
+ * request made a closure for each of its callbacks).
+ */
+class StreamRelay implements EngineStreamSink {
+  private settled = false;
+  private waitForDrain: ((resume: () => void) => void) | undefined;
+  private readonly onClose = () => {
+    if (this.settled || this.res.writableFinished) return;
+    this.stream.abandon(new ClientDisconnected());
+    this.settle({ kind: 'client_gone', usage: this.stream.usage });
+  };
+  private readonly onDrain = () => this.stream.resume();
+
+  constructor(
+    private readonly res: ServerResponse,
+    private readonly stream: ResumableStream,
+    private readonly options: RelayOptions,
+    private readonly resolve: (outcome: StreamOutcome) => void,
+  ) {}
+
+  start(): void {
+    const { res, options } = this;
+    res.on('close', this.onClose);
     // The client may have gone between the stream opening and this relay taking it over.
     if (res.destroyed || options.clientGone.aborted) {
-      onClose();
+      this.onClose();
       return;
     }
-    const shown = options.showWorker ? stream.clientWorker : undefined;
-    res.writeHead(200, {
-      ...SSE_HEADERS,
+    const headers: Record<string, string> = {
+      'content-type': SSE_HEADERS['content-type'],
+      'cache-control': SSE_HEADERS['cache-control'],
+      'x-accel-buffering': SSE_HEADERS['x-accel-buffering'],
       'x-request-id': options.requestId,
-      ...(shown === undefined ? {} : { 'x-sluice-worker': shown }),
-    });
+    };
+    const shown = options.showWorker ? this.stream.clientWorker : undefined;
+    if (shown !== undefined) headers['x-sluice-worker'] = shown;
+    res.writeHead(200, headers);
     options.onFirstWrite?.();
-    const onChunk = options.onChunk;
-    stream.attach({
-      onEvents(raw, chunks) {
-        if (onChunk) for (const chunk of chunks) onChunk(chunk);
-        if (res.destroyed) {
-          onClose();
-          return;
-        }
-        if (!res.write(raw)) {
-          stream.pause();
-          waitForDrain(onDrain);
-        }
-      },
-      onComplete(sawDone) {
-        if (sawDone) res.end();
-        else res.end(DONE_FRAME);
-        settle({ kind: 'completed', usage: stream.usage, finishReason: stream.finishReason });
-      },
-      onFail(error) {
-        res.end(errorFrame(error));
-        settle({ kind: 'failed', error, usage: stream.usage });
-      },
-    });
-  });
+    this.stream.attach(this);
+  }
+
+  onEvents(raw: Buffer, chunks: readonly ParsedChunk[]): void {
+    const onChunk = this.options.onChunk;
+    if (onChunk) for (const chunk of chunks) onChunk(chunk);
+    const res = this.res;
+    if (res.destroyed) {
+      this.onClose();
+      return;
+    }
+    if (!res.write(raw)) {
+      this.stream.pause();
+      this.waitForDrain ??= drainWaiter(res);
+      this.waitForDrain(this.onDrain);
+    }
+  }
+
+  onComplete(sawDone: boolean): void {
+    if (sawDone) this.res.end();
+    else this.res.end(DONE_FRAME);
+    this.settle({ kind: 'completed', usage: this.stream.usage, finishReason: this.stream.finishReason });
+  }
+
+  onFail(error: StreamError): void {
+    this.res.end(errorFrame(error));
+    this.settle({ kind: 'failed', error, usage: this.stream.usage });
+  }
+
+  private settle(outcome: StreamOutcome): void {
+    if (this.settled) return;
+    this.settled = true;
+    this.res.off('close', this.onClose);
+    this.resolve(outcome);
+  }
 }

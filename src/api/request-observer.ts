@@ -47,10 +47,9 @@ export class RequestObserver {
     if (this.firstByteAt !== undefined) return;
     this.firstByteAt = performance.now();
     this.trace?.firstToken(this.firstByteAt);
-    this.metrics.timeToFirstToken.observe(
-      { route: this.route, model: this.model },
-      (this.firstByteAt - this.startedAt) / 1000,
-    );
+    this.metrics
+      .folded(this.metrics.timeToFirstToken, this.route, this.model)
+      .observe((this.firstByteAt - this.startedAt) / 1000);
   }
 
   finish(status: number, outcome: string, fields: Record<string, unknown> = {}): void {
@@ -60,7 +59,7 @@ export class RequestObserver {
     const seconds = (performance.now() - this.startedAt) / 1000;
     this.metrics.inflight.dec({ route: this.route });
     this.metrics.requests.inc({ route: this.route, model: this.model, status: String(status) });
-    this.metrics.requestDuration.observe({ route: this.route, model: this.model }, seconds);
+    this.metrics.folded(this.metrics.requestDuration, this.route, this.model).observe(seconds);
     const line = {
       requestId: this.requestId,
       route: this.route,

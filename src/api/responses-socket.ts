@@ -385,7 +385,7 @@ function parseEvent(text: string): Record<string, unknown> {
       'invalid_json',
     );
   }
-  if (nestedDeeperThan(text, MAX_JSON_DEPTH)) {
+  if (nestedDeeperThan(event, MAX_JSON_DEPTH)) {
     throw new InvalidRequest(
       `The message is not valid JSON: it is nested more than ${MAX_JSON_DEPTH} levels deep.`,
       null,

@@ -12,7 +12,7 @@ import {
 } from '../errors/stream-errors.js';
 import { UpstreamBadResponse, upstreamStatusError } from '../errors/upstream-errors.js';
 import type { Logger } from '../observability/logger.js';
-import { type ApiName, type GatewayMetrics, seriesObserver } from '../observability/metrics.js';
+import type { ApiName, GatewayMetrics } from '../observability/metrics.js';
 import type { RequestTrace, RoutingTrace } from '../observability/tracing.js';
 import type { RouteContext } from '../routing/types.js';
 import { BufferingSink } from '../streams/buffering-sink.js';
@@ -100,7 +100,7 @@ export class Dispatcher {
   /** Opens a stream that has produced its first output chunk. */
   openStream(req: DispatchRequest): Promise<OpenedStream> {
     const timeouts = this.settings.timeouts(req.model);
-    const itl = seriesObserver(this.metrics.interTokenLatency, { route: req.api, model: req.model });
+    const itl = this.metrics.folded(this.metrics.interTokenLatency, req.api, req.model);
     return this.withRetries(req, async (attempt) => {
       const response = await this.send(req, attempt, timeouts.headersMs);
       const stream = new EngineStream(response.body, {
@@ -117,7 +117,7 @@ export class Dispatcher {
       const sink = new BufferingSink();
       stream.start(sink);
       // A silent abort (the client went away) ends the stream without telling the sink.
-      await untilReadyOrAborted(sink.ready, attempt.signal);
+      await sink.whenReady(attempt.signal);
       if (attempt.signal.aborted && sink.outputChunks === 0) {
         throw classifyRequestError(attempt.signal.reason, attempt.signal, attempt.worker.id, 0);
       }
@@ -231,7 +231,8 @@ export class Dispatcher {
       let attempt: Attempt;
       const routing = req.trace?.startRouting(this.settings.policy(req.model), n);
       try {
-        attempt = await this.acquire(req, tried, n, routing);
+        const acquired = this.acquire(req, tried, n, routing);
+        attempt = acquired instanceof Attempt ? acquired : await acquired;
       } catch (err) {
         routing?.end(err);
         // After a failed attempt, "no other worker" is less telling than what went wrong.
@@ -288,13 +289,16 @@ export class Dispatcher {
     throw lastError ?? new NoWorkerAvailable(req.model);
   }
 
-  /** Picks a worker, waits for a slot on it, and registers a new attempt with a fresh request id. */
-  private async acquire(
+  /**
+   * Picks a worker, waits for a slot on it, and registers a new attempt with a fresh request id.
+   * With a slot free at once (the usual case) the attempt is returned as it is, not in a promise.
+   */
+  private acquire(
     req: DispatchRequest,
     tried: ReadonlySet<string> | undefined,
     n: number,
     routing: RoutingTrace | undefined,
-  ): Promise<Attempt> {
+  ): Attempt | Promise<Attempt> {
     const serving = this.registry.forModel(req.model);
     // The usual case first: a first attempt with nothing excluded, every worker of the model
     // healthy, admitting and with a free slot; the filters below would keep all of them.
@@ -307,14 +311,24 @@ export class Dispatcher {
       ? { worker: this.pickFrom(req, serving, routing), panic: false }
       : this.pick(req, serving, tried, routing);
     const rank = worker.chooseRank(req.rank);
+    if (worker.limiter.tryAcquire()) return this.admit(req, worker, rank, panic, n);
+    return this.waitForSlot(req, worker).then(() => this.admit(req, worker, rank, panic, n));
+  }
+
+  /** Waits for a slot on `worker` (its queue is bounded in length and time). */
+  private async waitForSlot(req: DispatchRequest, worker: Worker): Promise<void> {
     try {
-      if (!worker.limiter.tryAcquire()) await worker.limiter.acquire(req.signal);
+      await worker.limiter.acquire(req.signal);
     } catch (err) {
       if (req.signal.aborted) throw new ClientDisconnected();
       if (isSluiceError(err))
         this.metrics.admissionRejections.inc({ model: this.metrics.modelLabel(req.model), code: err.code });
       throw err;
     }
+  }
+
+  /** With a slot held on `worker`: passes its circuits and registers the attempt. */
+  private admit(req: DispatchRequest, worker: Worker, rank: number, panic: boolean, n: number): Attempt {
     const admitted = panic || this.tryAdmit(worker, req.model);
     if (!admitted) {
       worker.limiter.release();
@@ -536,18 +550,6 @@ function failedFinishOf(json: Record<string, unknown>, requestId: string): Engin
     }
   }
   return undefined;
-}
-
-function untilReadyOrAborted(ready: Promise<void>, signal: AbortSignal): Promise<void> {
-  if (signal.aborted) return Promise.resolve();
-  return new Promise((resolve) => {
-    const done = () => {
-      signal.removeEventListener('abort', done);
-      resolve();
-    };
-    signal.addEventListener('abort', done, { once: true });
-    void ready.then(done);
-  });
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

@@ -89,7 +89,8 @@ export class ResumableStream {
   private lastUsage: Usage | undefined;
   readonly workers: string[];
   private readonly attempts: Worker[];
-  private readonly failed = new Set<string>();
+  /** Workers that failed this stream (made at the first failure). */
+  private failed: Set<string> | undefined;
 
   constructor(
     first: OpenedStream,
@@ -287,6 +288,7 @@ export class ResumableStream {
     }
     if (this.resumes >= plan.maxAttempts) return fail('exhausted');
     const from = this.worker;
+    this.failed ??= new Set();
     this.failed.add(from);
     this.failedTokens.push(this.tokensThisAttempt);
     let next: OpenedStream;

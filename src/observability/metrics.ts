@@ -137,6 +137,9 @@ export function seriesObserver<T extends string>(
 
 export type ApiName = 'chat_completions' | 'completions' | 'responses' | 'messages';
 
+/** The histograms labelled by route and model. */
+type RouteModelHistogram = Histogram<'route' | 'model'>;
+
 /** Every metric of one gateway, on its own registry so that several gateways can share a process. */
 export class GatewayMetrics {
   readonly registry = new Registry();
@@ -148,28 +151,31 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
-  readonly requestDuration = new Histogram({
+  readonly requestDuration: RouteModelHistogram = new Histogram({
     name: 'sluice_request_duration_seconds',
     help: 'Time from receiving a request to its last byte, by route and model.',
     labelNames: ['route', 'model'] as const,
     buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300],
     registers: [this.registry],
+    collect: (): void => this.flushFolds(this.requestDuration),
   });
 
-  readonly timeToFirstToken = new Histogram({
+  readonly timeToFirstToken: RouteModelHistogram = new Histogram({
     name: 'sluice_time_to_first_token_seconds',
     help: 'Time from receiving a streaming request to relaying its first event, by route and model.',
     labelNames: ['route', 'model'] as const,
     buckets: [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
     registers: [this.registry],
+    collect: (): void => this.flushFolds(this.timeToFirstToken),
   });
 
-  readonly interTokenLatency = new Histogram({
+  readonly interTokenLatency: RouteModelHistogram = new Histogram({
     name: 'sluice_inter_token_latency_seconds',
     help: 'Time between two events relayed on one stream, by route and model.',
     labelNames: ['route', 'model'] as const,
     buckets: [0.001, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5],
     registers: [this.registry],
+    collect: (): void => this.flushFolds(this.interTokenLatency),
   });
 
   /** The last finished requests, for the dashboard. */
@@ -253,6 +259,41 @@ export class GatewayMetrics {
   });
 
   private knowsModel: (model: string) => boolean = () => false;
+
+  /** The folded observers of the route and model histograms: histogram, then route, then model. */
+  private readonly folds = new Map<RouteModelHistogram, Map<string, Map<string, SeriesObserver>>>();
+
+  /**
+   * The one folded observer (seriesObserver) of a route and model series of a histogram, shared
+   * by every request and stream of that series: prom-client's `observe` checks and hashes the
+   * labels on every call, and an observer made per stream costs its own closures and counts.
+   * What is folded is added to the series before every read of the histogram (a scrape, the
+   * dashboard), so reads are exact; `model` must be a bounded label (see modelLabel).
+   */
+  folded(histogram: RouteModelHistogram, route: string, model: string): SeriesObserver {
+    let byRoute = this.folds.get(histogram);
+    if (byRoute === undefined) {
+      byRoute = new Map();
+      this.folds.set(histogram, byRoute);
+    }
+    let byModel = byRoute.get(route);
+    if (byModel === undefined) {
+      byModel = new Map();
+      byRoute.set(route, byModel);
+    }
+    let observer = byModel.get(model);
+    if (observer === undefined) {
+      observer = seriesObserver(histogram, { route, model });
+      byModel.set(model, observer);
+    }
+    return observer;
+  }
+
+  private flushFolds(histogram: RouteModelHistogram): void {
+    const byRoute = this.folds.get(histogram);
+    if (byRoute === undefined) return;
+    for (const byModel of byRoute.values()) for (const observer of byModel.values()) observer.flush();
+  }
 
   /** Where the gateway learns which models exist (the worker registry), for `modelLabel`. */
   bindModels(knows: (model: string) => boolean): void {

@@ -6,22 +6,40 @@ type Ending = { kind: 'complete'; sawDone: boolean } | { kind: 'fail'; error: St
 
 /**
  * Holds what an engine stream reports until the stream is handed to its consumer. The
- * dispatcher waits on `ready` (the first chunk with output, or the end) before it commits to
+ * dispatcher waits on `whenReady` (the first chunk with output, or the end) before it commits to
  * a worker: a failure before that point can still be retried elsewhere.
  */
 export class BufferingSink implements EngineStreamSink {
   private readonly events: Array<{ raw: Buffer; chunks: readonly ParsedChunk[] }> = [];
   private ending: Ending | undefined;
   private target: EngineStreamSink | undefined;
-  private signalReady: (() => void) | undefined;
-  readonly ready: Promise<void>;
+  /** The first output chunk or the end has come. */
+  private isReady = false;
+  /** Ends the wait of `whenReady`, once. */
+  private wake: (() => void) | undefined;
   /** Chunks with output (see carriesOutput) seen before the stream was handed over. */
   outputChunks = 0;
 
-  constructor() {
-    this.ready = new Promise((resolve) => {
-      this.signalReady = resolve;
+  /**
+   * Resolves at the first chunk with output or at the end of the stream, or (the caller checks
+   * which) when `signal` aborts, since an abort that ends the stream silently tells no sink.
+   */
+  whenReady(signal: AbortSignal): Promise<void> {
+    if (this.isReady || signal.aborted) return Promise.resolve();
+    return new Promise((resolve) => {
+      const done = () => {
+        this.wake = undefined;
+        signal.removeEventListener('abort', done);
+        resolve();
+      };
+      this.wake = done;
+      signal.addEventListener('abort', done, { once: true });
     });
+  }
+
+  private ready(): void {
+    this.isReady = true;
+    this.wake?.();
   }
 
   /** The failure that ended the stream before any output chunk, if that is what happened. */
@@ -36,7 +54,7 @@ export class BufferingSink implements EngineStreamSink {
     }
     this.events.push({ raw, chunks });
     for (const chunk of chunks) if (carriesOutput(chunk)) this.outputChunks++;
-    if (this.outputChunks > 0) this.signalReady?.();
+    if (this.outputChunks > 0) this.ready();
   }
 
   onComplete(sawDone: boolean): void {
@@ -45,7 +63,7 @@ export class BufferingSink implements EngineStreamSink {
       return;
     }
     this.ending = { kind: 'complete', sawDone };
-    this.signalReady?.();
+    this.ready();
   }
 
   onFail(error: StreamError): void {
@@ -54,7 +72,7 @@ export class BufferingSink implements EngineStreamSink {
       return;
     }
     this.ending = { kind: 'fail', error };
-    this.signalReady?.();
+    this.ready();
   }
 
   /** Replays everything held to `target`, then forwards to it directly. */

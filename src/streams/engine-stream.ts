@@ -45,6 +45,44 @@ export interface EngineStreamOptions {
 const SOCKET_CLOSED_CODES = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE', 'UND_ERR_CLOSED']);
 /** After the terminal event the rest of the body is drained so the connection can be reused, for at most this long. */
 const DRAIN_AFTER_DONE_MS = 5_000;
+/** How often the bodies being drained are checked against that bound. */
+const DRAIN_CHECK_MS = 1_000;
+
+/**
+ * The bodies being drained after their terminal event, each with when to give up on it: one
+ * timer checks them all (a timer per stream, set and cleared within a tick or two since the
+ * engine's end follows its `[DONE]` at once, cost every stream a timer and a closure).
+ */
+const draining = new Map<Readable, number>();
+let drainCheck: NodeJS.Timeout | undefined;
+
+function ignoreError(): void {}
+
+function forgetDrained(this: Readable): void {
+  draining.delete(this);
+}
+
+function checkDrains(): void {
+  const now = performance.now();
+  // A destroyed body closes (and leaves the map) on a later tick.
+  for (const [body, until] of draining) if (until <= now) body.destroy();
+  if (draining.size === 0) {
+    clearInterval(drainCheck);
+    drainCheck = undefined;
+  }
+}
+
+/** Reads the rest of `body` so its connection can be reused, and destroys it past the bound. */
+function drainAfterDone(body: Readable): void {
+  draining.set(body, performance.now() + DRAIN_AFTER_DONE_MS);
+  body.on('close', forgetDrained);
+  body.on('error', ignoreError);
+  body.resume();
+  if (drainCheck === undefined) {
+    drainCheck = setInterval(checkDrains, DRAIN_CHECK_MS);
+    drainCheck.unref();
+  }
+}
 
 /**
  * The output stream of one in-flight upstream request: reads the engine's SSE body, splits it
@@ -62,12 +100,20 @@ export class EngineStream {
   private sink: EngineStreamSink | undefined;
   private ended = false;
   private paused = false;
-  private idleTimer: NodeJS.Timeout | undefined;
-  private deadlineTimer: NodeJS.Timeout | undefined;
+  /**
+   * One timer for both the idle timeout and the deadline, set for the earlier of the two. It is
+   * not moved on every progress event (a timer list operation per relayed token): when it fires
+   * early it is set again for what is left. (A second timer for the deadline, whose delay differs
+   * per request, made node build and drop a timer list for every stream.)
+   */
+  private clock: NodeJS.Timeout | undefined;
+  /** When `clock` fires (`performance.now()` time). */
+  private clockAt = 0;
+  /** When the overall deadline passes. */
+  private deadlineAt = 0;
   /**
    * When the idle clock last started over (`performance.now()`): at the last progress, or when
-   * reading started or resumed. The idle timer is not moved on every progress event (a timer
-   * list operation per relayed token); when it fires early it is set again for what is left.
+   * reading started or resumed.
    */
   private idleSince = 0;
   private lastOutputAt = 0;
@@ -82,7 +128,7 @@ export class EngineStream {
   private readOutput = false;
   private readonly inspectEvent = (bytes: Buffer, start: number, end: number) =>
     this.handleEvent(bytes, start, end);
-  private readonly onIdleTimer = () => this.checkIdle();
+  private readonly onClock = () => this.checkClock();
   private readonly onData = (chunk: Buffer) => this.handleChunk(chunk);
   private readonly onEnd = () => this.handleEnd('eof');
   private readonly onError = (err: Error) => this.handleReadError(err);
@@ -107,9 +153,10 @@ export class EngineStream {
     this.body.on('end', this.onEnd);
     this.body.on('error', this.onError);
     this.body.on('close', this.onClose);
-    this.idleSince = performance.now();
-    this.idleTimer = setTimeout(this.onIdleTimer, this.options.idleMs);
-    this.deadlineTimer = setTimeout(() => this.timeout('deadline'), Math.max(1, this.options.deadlineMs));
+    const now = performance.now();
+    this.idleSince = now;
+    this.deadlineAt = now + Math.max(1, this.options.deadlineMs);
+    this.setClock(now);
   }
 
   /** Hands the stream to another sink (after the dispatcher's first-event probe). */
@@ -121,15 +168,20 @@ export class EngineStream {
     if (this.ended || this.paused) return;
     this.paused = true;
     this.body.pause();
-    // A slow client is not a stalled engine: the idle clock stops while we hold the engine back.
-    if (this.idleTimer) clearTimeout(this.idleTimer);
+    // A slow client is not a stalled engine: the idle clock stops while we hold the engine back
+    // (the timer, when it fires, is set again for the deadline alone).
   }
 
   resume(): void {
     if (this.ended || !this.paused) return;
     this.paused = false;
-    this.idleSince = performance.now();
-    this.idleTimer = setTimeout(this.onIdleTimer, this.options.idleMs);
+    const now = performance.now();
+    this.idleSince = now;
+    // Paused, the clock was (or will be) set for the deadline: the idle timeout comes first again.
+    if (this.clockAt > now + this.options.idleMs) {
+      clearTimeout(this.clock);
+      this.setClock(now);
+    }
     this.body.resume();
   }
 
@@ -210,12 +262,22 @@ export class EngineStream {
     this.readForwardEnd = end;
   }
 
-  /** The idle timer fired: the stream is stalled, or progress came since it was set. */
-  private checkIdle(): void {
-    if (this.ended || this.paused) return;
-    const left = this.options.idleMs - (performance.now() - this.idleSince);
-    if (left <= 0) this.timeout('idle');
-    else this.idleTimer = setTimeout(this.onIdleTimer, left);
+  /** Sets the clock for the deadline or, unless paused, the idle timeout, whichever comes first. */
+  private setClock(now: number): void {
+    const at = this.paused
+      ? this.deadlineAt
+      : Math.min(this.deadlineAt, this.idleSince + this.options.idleMs);
+    this.clockAt = at;
+    this.clock = setTimeout(this.onClock, Math.max(1, at - now));
+  }
+
+  /** The clock fired: the deadline passed, the stream is stalled, or progress came since it was set. */
+  private checkClock(): void {
+    if (this.ended) return;
+    const now = performance.now();
+    if (now >= this.deadlineAt) this.timeout('deadline');
+    else if (!this.paused && now - this.idleSince >= this.options.idleMs) this.timeout('idle');
+    else this.setClock(now);
   }
 
   private handleEnd(how: 'eof' | 'reset'): void {
@@ -244,13 +306,7 @@ export class EngineStream {
   private complete(sawDone: boolean): void {
     this.finish();
     // Drain what is left so the connection goes back to the pool; give up after a bound.
-    if (!this.body.readableEnded && !this.body.destroyed) {
-      const guard = setTimeout(() => this.body.destroy(), DRAIN_AFTER_DONE_MS);
-      guard.unref();
-      this.body.once('close', () => clearTimeout(guard));
-      this.body.on('error', () => {});
-      this.body.resume();
-    }
+    if (!this.body.readableEnded && !this.body.destroyed) drainAfterDone(this.body);
     this.sink?.onComplete(sawDone);
   }
 
@@ -263,13 +319,12 @@ export class EngineStream {
   private finish(): void {
     this.ended = true;
     this.options.gaps?.flush();
-    if (this.idleTimer) clearTimeout(this.idleTimer);
-    if (this.deadlineTimer) clearTimeout(this.deadlineTimer);
+    clearTimeout(this.clock);
     this.body.off('data', this.onData);
     this.body.off('end', this.onEnd);
     this.body.off('close', this.onClose);
     // Keep an error listener so a late socket error is not an unhandled 'error' event.
     this.body.off('error', this.onError);
-    this.body.on('error', () => {});
+    this.body.on('error', ignoreError);
   }
 }

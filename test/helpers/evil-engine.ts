@@ -17,6 +17,8 @@ import type { AddressInfo } from 'node:net';
  * - `huge_body:<MiB>`: a non-streaming answer of that many MiB.
  * - `status:<code>[:<retry-after>]`: that HTTP status with an OpenAI-shaped error body (none for
  *   204/304), and the Retry-After header when given.
+ * - `linger`: a correct stream of 5 tokens and `[DONE]`, after which the response never ends:
+ *   a comment every 100 ms (a proxy that holds the connection open past the terminal event).
  * - `ok`: a correct stream of 5 tokens (or a correct JSON answer).
  *
  * The mode is the engine's (`mode`), or a request's `x-evil` header.
@@ -181,6 +183,14 @@ export async function startEvilEngine(mode = 'ok'): Promise<EvilEngine> {
           write(piece);
           return undefined;
         });
+        return;
+      }
+      case 'linger': {
+        sse();
+        tokens(5);
+        write(chunk({}, 'stop'));
+        write('data: [DONE]\n\n');
+        every(100, () => write(': still here\n\n') || undefined);
         return;
       }
       case 'status': {
