@@ -1,7 +1,7 @@
 /**
  * Compares two relays on streams, run at the same time so that a shared, noisy machine weighs on
  * both alike: `tsx bench/ab-streams.ts <a> <b> [streams each] [seconds]`, where a and b are a
- * gateway build's `cli/main.js` or `floor`, `floor:fastify`, `floor:duties` (bench/floor-relay.ts's
+ * gateway build's `cli/main.js` or `floor`, `floor:fastify`, `floor:duties`, `floor:checks` (bench/floor-relay.ts's
  * modes), a gateway build possibly after node flags (`'--max-semi-space-size=32 dist/cli/main.js'`).
  * One mock worker at 50 tokens/s;
  * prints each relay's relayed events per CPU-second (from /proc/<pid>/stat) and the ratio.
@@ -11,16 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { streams, summarize } from './load.js';
-import {
-  cpuSeconds,
-  type FloorMode,
-  type Proc,
-  rssBytes,
-  startCli,
-  startFloorRelay,
-  startNode,
-  stop,
-} from './processes.js';
+import { cpuSeconds, rssBytes, startCli, startRelay, stop } from './processes.js';
 
 /** Read and write system calls a process has made, from /proc/<pid>/io. */
 function syscalls(pid: number): { reads: number; writes: number } {
@@ -38,22 +29,10 @@ const configFile = join(dir, 'sluice.yaml');
 writeFileSync(configFile, stringify({ workers: [{ url: worker.url }], storage: { kind: 'none' } }));
 /** `AB_PROFILE_DIR=<dir>`: both relays run under `node --cpu-prof`, their profiles written there. */
 const prof = process.env.AB_PROFILE_DIR ? ['--cpu-prof', '--cpu-prof-dir', process.env.AB_PROFILE_DIR] : [];
-/** `floor`, `floor:fastify` or `floor:duties` (bench/floor-relay.ts's modes), or a gateway build. */
-const start = (what: string): Promise<Proc> =>
-  what === 'floor' || what.startsWith('floor:')
-    ? startFloorRelay(worker.url, prof, (what.split(':')[1] ?? 'bare') as FloorMode)
-    : startNode([
-        ...prof,
-        ...what.split(' '),
-        'serve',
-        '--port',
-        '0',
-        '--config',
-        configFile,
-        '--log-level',
-        'info',
-      ]);
-const relays = [await start(a), await start(b)];
+const relays = [
+  await startRelay(a, worker.url, configFile, prof),
+  await startRelay(b, worker.url, configFile, prof),
+];
 const body = (tokens: number) =>
   JSON.stringify({
     model: 'm',

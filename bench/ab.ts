@@ -1,6 +1,7 @@
 /**
- * Compares two builds of the gateway on non-streaming chat, interleaved so that a shared,
- * noisy machine weighs on both alike: `tsx bench/ab.ts <a/cli/main.js> <b/cli/main.js> [seconds] [concurrency]`.
+ * Compares two relays on non-streaming chat, interleaved so that a shared, noisy machine weighs on
+ * both alike: `tsx bench/ab.ts <a> <b> [seconds] [concurrency]`, where a and b are gateway builds'
+ * `cli/main.js` or `floor`, `floor:fastify`, `floor:duties`, `floor:checks` (bench/floor-relay.ts's modes).
  * Starts one mock worker and a gateway from each build, then alternates 1 s slices of closed-loop
  * load between them; prints each one's CPU per request (from /proc/<pid>/stat) and the ratio.
  * A side may carry node flags before its build: `'--max-semi-space-size=32 dist/cli/main.js'`.
@@ -12,10 +13,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { closedLoop } from './load.js';
-import { cpuSeconds, type Proc, startCli, startNode, stop } from './processes.js';
+import { cpuSeconds, type Proc, startCli, startRelay, stop } from './processes.js';
 
 const [a, b] = [process.argv[2], process.argv[3]];
-if (!a || !b) throw new Error('usage: ab.ts <a main.js> <b main.js> [seconds] [concurrency]');
+if (!a || !b) throw new Error('usage: ab.ts <a> <b> [seconds] [concurrency]');
 const seconds = Number(process.argv[4] ?? 20);
 const concurrency = Number(process.argv[5] ?? 64);
 const dir = mkdtempSync(join(tmpdir(), 'sluice-ab-'));
@@ -32,10 +33,11 @@ const worker = await startCli([
 ]);
 const configFile = join(dir, 'sluice.yaml');
 writeFileSync(configFile, stringify({ workers: [{ url: worker.url }], storage: { kind: 'none' } }));
-const args = ['serve', '--port', '0', '--config', configFile, '--log-level', 'info'];
+/** `AB_PROFILE_DIR=<dir>`: both relays run under `node --cpu-prof`, their profiles written there. */
+const prof = process.env.AB_PROFILE_DIR ? ['--cpu-prof', '--cpu-prof-dir', process.env.AB_PROFILE_DIR] : [];
 const gateways: Proc[] = [
-  await startNode([...a.split(' '), ...args]),
-  await startNode([...b.split(' '), ...args]),
+  await startRelay(a, worker.url, configFile, prof),
+  await startRelay(b, worker.url, configFile, prof),
 ];
 const body = JSON.stringify({
   model: 'm',
@@ -67,7 +69,7 @@ try {
     }
   }
 } finally {
-  await Promise.all([...gateways.map((g) => stop(g)), stop(worker)]);
+  await Promise.all([...gateways.map((g) => stop(g, prof.length > 0 ? 'SIGTERM' : 'SIGKILL')), stop(worker)]);
 }
 const micros = totals.map((t) => (t.cpu / t.requests) * 1e6);
 for (const [i, t] of totals.entries()) {

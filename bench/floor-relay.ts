@@ -13,9 +13,12 @@
  *   model), parse the answer's JSON (to check its finish and read its usage) or, on a stream, every
  *   event's (eventsource-parser, then JSON.parse: a malformed or lying chunk is caught only so),
  *   and count and log the request (two prom-client series, one pino line, batched as the
- *   gateway's are).
+ *   gateway's are);
+ * - `checks`: the duties without counting and logging: the JSON parsing alone (the whole answer
+ *   held to be parsed, as in `duties`), which splits the duties' cost into the runtime's JSON and
+ *   the observing libraries'.
  *
- * Run as its own process: `tsx bench/floor-relay.ts <worker-origin> [bare|fastify|duties]`;
+ * Run as its own process: `tsx bench/floor-relay.ts <worker-origin> [bare|fastify|duties|checks]`;
  * prints {"url":...} when listening.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
@@ -28,8 +31,8 @@ import { Pool } from 'undici';
 
 const upstream = process.argv[2];
 const mode = process.argv[3] ?? 'bare';
-if (!upstream || !['bare', 'fastify', 'duties'].includes(mode)) {
-  throw new Error('usage: floor-relay.ts <worker-origin> [bare|fastify|duties]');
+if (!upstream || !['bare', 'fastify', 'duties', 'checks'].includes(mode)) {
+  throw new Error('usage: floor-relay.ts <worker-origin> [bare|fastify|duties|checks]');
 }
 const pool = new Pool(upstream, { connections: 2048, pipelining: 1 });
 
@@ -87,7 +90,8 @@ function bare(): (req: IncomingMessage, res: ServerResponse) => void {
   return (req, res) => readBody(req, (body) => relay(req.url ?? '/', body, res));
 }
 
-function duties(): (req: IncomingMessage, res: ServerResponse) => void {
+/** The duties relay; `observe: false` leaves out the metrics and the log line (the `checks` mode). */
+function duties(observe: boolean): (req: IncomingMessage, res: ServerResponse) => void {
   const log = pino(
     { level: 'info', base: { service: 'floor' } },
     pino.destination({ sync: false, minLength: 16 * 1024, maxWrite: 64 * 1024 }),
@@ -111,6 +115,7 @@ function duties(): (req: IncomingMessage, res: ServerResponse) => void {
       const text = raw.toString('utf8');
       const { model, stream } = JSON.parse(text) as { model: string; stream?: boolean };
       const done = (status: number, usage: unknown) => {
+        if (!observe) return;
         const seconds = (performance.now() - startedAt) / 1000;
         requests.inc({ route: 'chat', model, status: String(status) });
         duration.observe({ route: 'chat', model }, seconds);
@@ -177,7 +182,7 @@ if (mode === 'fastify') {
   const address = app.server.address();
   listening(typeof address === 'object' && address ? address.port : 0);
 } else {
-  const server = createServer(mode === 'duties' ? duties() : bare());
+  const server = createServer(mode === 'bare' ? bare() : duties(mode === 'duties'));
   server.keepAliveTimeout = 60_000;
   server.listen(0, '127.0.0.1', () => {
     const address = server.address();

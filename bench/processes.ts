@@ -20,8 +20,11 @@ export function startCli(
   return startNode([...nodeArgs, CLI, ...args], env);
 }
 
-/** Which floor relay: bare, through fastify, or with the duties of a gateway (see bench/floor-relay.ts). */
-export type FloorMode = 'bare' | 'fastify' | 'duties';
+/**
+ * Which floor relay: bare, through fastify, with the duties of a gateway, or with the duties' JSON
+ * checks alone (see bench/floor-relay.ts).
+ */
+export type FloorMode = 'bare' | 'fastify' | 'duties' | 'checks';
 
 /** Starts the floor relay (bench/floor-relay.ts) in front of `upstream`. */
 export function startFloorRelay(
@@ -30,6 +33,24 @@ export function startFloorRelay(
   mode: FloorMode = 'bare',
 ): Promise<Proc> {
   return startNode([...nodeArgs, '--import', 'tsx', FLOOR_RELAY, new URL(upstream).origin, mode]);
+}
+
+/**
+ * Starts a relay to compare, named as the side-by-side benches take it: `floor`, `floor:fastify`,
+ * `floor:duties`, `floor:checks` (bench/floor-relay.ts's modes), or a gateway build's `cli/main.js`, possibly after
+ * node flags (`'--max-semi-space-size=32 dist/cli/main.js'`), served with `configFile`.
+ */
+export function startRelay(
+  what: string,
+  upstream: string,
+  configFile: string,
+  nodeArgs: string[] = [],
+): Promise<Proc> {
+  if (what === 'floor' || what.startsWith('floor:')) {
+    return startFloorRelay(upstream, nodeArgs, (what.split(':')[1] ?? 'bare') as FloorMode);
+  }
+  const serve = ['serve', '--port', '0', '--config', configFile, '--log-level', 'info'];
+  return startNode([...nodeArgs, ...what.split(' '), ...serve]);
 }
 
 /** Starts `node <args>` and resolves with the URL it prints (`"url":"..."`) when listening. */

@@ -40,7 +40,7 @@ const relays: { name: string; start: (nodeArgs: string[]) => Promise<Proc> }[] =
     start: (nodeArgs) =>
       startCli(['serve', '--port', '0', '--config', configFile, '--log-level', 'info'], {}, nodeArgs),
   },
-  ...(gatewayOnly ? [] : (['bare', 'fastify', 'duties'] as FloorMode[])).map((mode) => ({
+  ...(gatewayOnly ? [] : (['bare', 'fastify', 'checks', 'duties'] as FloorMode[])).map((mode) => ({
     name: `floor (${mode})`,
     start: (nodeArgs: string[]) => startFloorRelay(worker.url, nodeArgs, mode),
   })),

@@ -202,6 +202,9 @@ export class ResumableStream {
     }
     if (this.created === undefined && typeof chunk.created === 'number') this.created = chunk.created;
     if (chunk.usage) this.lastUsage = chunk.usage;
+    // What follows (the text so far, its token count, whether continuing is safe) serves only a
+    // continuation: a stream that cannot resume skips it for every chunk it relays.
+    if (!this.plan) return;
     const choices = chunk.choices ?? [];
     if (
       choices.length > 1 ||
@@ -215,9 +218,7 @@ export class ResumableStream {
     const piece =
       typeof delta?.content === 'string' ? delta.content : typeof choice.text === 'string' ? choice.text : '';
     if (piece.length > 0) {
-      // The text is kept only for a continuation: without a plan, a long stream would hold
-      // every token's string (a rope of them) until it ends, for nothing.
-      if (this.plan) this.text += piece;
+      this.text += piece;
       this.tokensThisAttempt++;
     }
     if (Array.isArray(delta?.tool_calls) && delta.tool_calls.length > 0)
