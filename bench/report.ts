@@ -36,6 +36,7 @@ export interface BenchReport {
         ratio: number;
         /** Runs before these were measured have none. */
         fastifyFloor?: number;
+        checksFloor?: number;
         dutyFloor?: number;
         dutyRatio?: number;
       };
@@ -90,15 +91,15 @@ export function markdownReport(r: BenchReport): string {
   lines.push(
     `Run ${r.date}${r.quick ? ' (quick)' : ''}${r.profiled ? ' (profiled)' : ''}: ${r.machine.cpus} × ${r.machine.model}, ${r.machine.memGiB} GiB, Node ${r.machine.node.replace(/^v/, '')}.`,
     '',
-    '| non-streaming chat, 1 KB prompt | floor relay | fastify floor | duty floor | gateway | gateway / floor | gateway / duty floor |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| non-streaming chat, 1 KB prompt | floor relay | fastify floor | checks floor | duty floor | gateway | gateway / floor | gateway / duty floor |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   );
   for (const row of Object.values(r.nonStreaming)) {
     const c = row.cpuMicrosPerRequest;
     lines.push(
-      `| c=${row.concurrency}: relay CPU µs per request | ${c.floor} | ${opt(c.fastifyFloor)} | ${opt(c.dutyFloor)} | ${c.gateway} | ${c.ratio}× | ${opt(c.dutyRatio, (v) => `${v}×`)} |`,
-      `| c=${row.concurrency}: latency added p50 / p99 ms | ${row.addedMs.floor.p50} / ${row.addedMs.floor.p99} | | | ${row.addedMs.gateway.p50} / ${row.addedMs.gateway.p99} | | |`,
-      `| c=${row.concurrency}: requests/s (direct ${n(row.rps.direct)}) | ${n(row.rps.floor)} | | | ${n(row.rps.gateway)} | | |`,
+      `| c=${row.concurrency}: relay CPU µs per request | ${c.floor} | ${opt(c.fastifyFloor)} | ${opt(c.checksFloor)} | ${opt(c.dutyFloor)} | ${c.gateway} | ${c.ratio}× | ${opt(c.dutyRatio, (v) => `${v}×`)} |`,
+      `| c=${row.concurrency}: latency added p50 / p99 ms | ${row.addedMs.floor.p50} / ${row.addedMs.floor.p99} | | | | ${row.addedMs.gateway.p50} / ${row.addedMs.gateway.p99} | | |`,
+      `| c=${row.concurrency}: requests/s (direct ${n(row.rps.direct)}) | ${n(row.rps.floor)} | | | | ${n(row.rps.gateway)} | | |`,
     );
   }
   const f = r.floorStreams;

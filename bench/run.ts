@@ -209,6 +209,8 @@ interface NonStreamingRow {
     ratio: number;
     /** The floor relay served through fastify. */
     fastifyFloor: number;
+    /** The floor relay parsing the JSON in and out and holding the answer, without metrics or a log line. */
+    checksFloor?: number;
     /** The floor relay with the duties of any gateway (JSON in and out parsed, counted, logged). */
     dutyFloor: number;
     dutyRatio: number;
@@ -244,10 +246,11 @@ async function main(): Promise<void> {
   );
   const serveArgs = ['serve', '--port', '0', '--config', configFile, '--log-level', 'info'];
   const gateway = await startCli(serveArgs, {}, PROFILE ? ['--cpu-prof', '--cpu-prof-dir', PROFILE_DIR] : []);
-  const [fastFloor, slowFloor, fastFastify, fastDuties, slowDuties] = await Promise.all([
+  const [fastFloor, slowFloor, fastFastify, fastChecks, fastDuties, slowDuties] = await Promise.all([
     startFloorRelay(fast.url),
     startFloorRelay(slow.url),
     startFloorRelay(fast.url, [], 'fastify'),
+    startFloorRelay(fast.url, [], 'checks'),
     startFloorRelay(fast.url, [], 'duties'),
     startFloorRelay(slow.url, [], 'duties'),
   ]);
@@ -261,6 +264,7 @@ async function main(): Promise<void> {
       gateway: { origin: new URL(gateway.url).origin, pid: gateway.pid },
       floor: { origin: new URL(fastFloor.url).origin, pid: fastFloor.pid },
       fastifyFloor: { origin: new URL(fastFastify.url).origin, pid: fastFastify.pid },
+      checksFloor: { origin: new URL(fastChecks.url).origin, pid: fastChecks.pid },
       dutyFloor: { origin: new URL(fastDuties.url).origin, pid: fastDuties.pid },
     };
     for (const concurrency of [1, 64]) {
@@ -304,6 +308,7 @@ async function main(): Promise<void> {
           floor: micros('floor'),
           ratio: round(micros('gateway') / micros('floor'), 2),
           fastifyFloor: micros('fastifyFloor'),
+          checksFloor: micros('checksFloor'),
           dutyFloor: micros('dutyFloor'),
           dutyRatio: round(micros('gateway') / micros('dutyFloor'), 2),
         },
@@ -430,7 +435,9 @@ async function main(): Promise<void> {
     // SIGTERM lets a profiled gateway write its profile.
     await Promise.all([
       stop(gateway, 'SIGTERM'),
-      ...[fast, slow, fastFloor, slowFloor, fastFastify, fastDuties, slowDuties].map((p) => stop(p)),
+      ...[fast, slow, fastFloor, slowFloor, fastFastify, fastChecks, fastDuties, slowDuties].map((p) =>
+        stop(p),
+      ),
     ]);
   }
   if (PROFILE) results.gatewayProfile = summarizeProfile(PROFILE_DIR);
