@@ -179,6 +179,137 @@ describe('Responses API over WebSocket', () => {
     client.close();
   });
 
+  it('runs one response per stream_id at once, in order within a stream_id, every event and error tagged', async () => {
+    const { worker, gateway } = await setup({}, 100);
+    const client = await Client.open(gateway);
+    client.send({ stream_id: 'a', model: 'mock-model', input: 'a1', max_output_tokens: 5 });
+    client.send({ stream_id: 'b', model: 'mock-model', input: 'b1', max_output_tokens: 5 });
+    client.send({ stream_id: 'a', model: 'mock-model', input: 'a2', max_output_tokens: 5 });
+    client.send({ model: 'mock-model', input: 'plain', max_output_tokens: 5 });
+    // Waits its turn behind b1, then fails validation: the error names its stream.
+    client.send({ stream_id: 'b', input: 'no model' });
+    const all = await client.until(
+      (m) => m.filter((e) => TERMINAL.has(e.type)).length === 4 && m.some((e) => e.type === 'error'),
+      10_000,
+    );
+    const errors = all.filter((m) => m.type === 'error');
+    expect(errors).toEqual([
+      {
+        type: 'error',
+        status: 400,
+        stream_id: 'b',
+        error: expect.objectContaining({ code: 'missing_required_parameter', param: 'model' }),
+      },
+    ]);
+    const events = all.filter((m) => m.type !== 'error');
+    const of = (id: string | undefined) => events.filter((m) => m.stream_id === id);
+    // Every event carries its create's stream_id; the default stream's carry none.
+    expect(of('a').length + of('b').length + of(undefined).length).toBe(events.length);
+    // Each response's sequence numbers are its own and unbroken; a2 starts after a1's terminal.
+    const responses = (lane: Message[]) => {
+      const runs: Message[][] = [];
+      for (const m of lane) {
+        if (m.type === 'response.created') runs.push([]);
+        runs.at(-1)!.push(m);
+      }
+      return runs;
+    };
+    const runs = [...responses(of('a')), ...responses(of('b')), ...responses(of(undefined))];
+    expect(runs.map((r) => r.length > 0 && TERMINAL.has(r.at(-1)!.type))).toEqual([true, true, true, true]);
+    for (const run of runs) expect(run.map((m) => m.sequence_number)).toEqual(run.map((_, i) => i));
+    // The streams ran at the same time: b1 and the default stream's response were created
+    // before a1 ended.
+    const index = (m: Message) => all.indexOf(m);
+    const [a1, a2] = responses(of('a'));
+    expect(index(responses(of('b'))[0]![0]!)).toBeLessThan(index(a1!.at(-1)!));
+    expect(index(responses(of(undefined))[0]![0]!)).toBeLessThan(index(a1!.at(-1)!));
+    expect(index(a2![0]!)).toBeGreaterThan(index(a1!.at(-1)!));
+    // What was stored is what was sent, without the WebSocket envelope's stream_id.
+    const a2Text = client.texts[index(a2!.at(-1)!)]!;
+    expect(a2Text.endsWith(',"stream_id":"a"}')).toBe(true);
+    const id = a2!.at(-1)!.response!.id;
+    const stored = await (await fetch(`${gateway.url}/v1/responses/${id}`)).text();
+    expect(stored).toBe(responseText(a2Text.replace(/,"stream_id":"a"\}$/, '}')));
+    expect(stored).not.toContain('stream_id');
+    // The engine saw the four valid creates, and none of them carried stream_id.
+    expect(worker.stats.requests).toBe(4);
+    for (const body of worker.stats.lastBodies) expect(JSON.stringify(body)).not.toContain('stream_id');
+    client.close();
+  });
+
+  it('bounds the streams of a connection and the creates waiting on one; a client gone aborts them all', async () => {
+    const { worker, gateway } = await setup(
+      { responses: { websocket: { maxStreams: 2, maxQueuedPerStream: 1 } } },
+      50,
+    );
+    const client = await Client.open(gateway);
+    const bad = await client.turn({ stream_id: 7, model: 'mock-model', input: 'x' });
+    expect(bad.messages).toEqual([
+      {
+        type: 'error',
+        status: 400,
+        error: expect.objectContaining({ code: 'invalid_value', param: 'stream_id' }),
+      },
+    ]);
+    const long = await client.turn({ stream_id: 'x'.repeat(257), model: 'mock-model', input: 'x' });
+    expect(long.messages[0]).toMatchObject({ status: 400, error: { param: 'stream_id' } });
+    client.send({ stream_id: 'a', model: 'mock-model', input: 'a1', max_output_tokens: 500 });
+    client.send({ stream_id: 'b', model: 'mock-model', input: 'b1', max_output_tokens: 500 });
+    client.send({ stream_id: 'c', model: 'mock-model', input: 'c1' });
+    client.send({ model: 'mock-model', input: 'plain' });
+    client.send({ stream_id: 'a', model: 'mock-model', input: 'a2' });
+    client.send({ stream_id: 'a', model: 'mock-model', input: 'a3' });
+    const all = await client.until(
+      (m) =>
+        m.filter((e) => e.type === 'error').length === 5 &&
+        m.filter((e) => e.type === 'response.output_text.delta').length >= 4,
+    );
+    expect(all.filter((m) => m.type === 'error').slice(2)).toEqual([
+      {
+        type: 'error',
+        status: 429,
+        stream_id: 'c',
+        error: expect.objectContaining({ code: 'too_many_streams' }),
+      },
+      { type: 'error', status: 429, error: expect.objectContaining({ code: 'too_many_streams' }) },
+      {
+        type: 'error',
+        status: 429,
+        stream_id: 'a',
+        error: expect.objectContaining({ code: 'stream_queue_full' }),
+      },
+    ]);
+    expect(worker.stats.inflight).toBe(2);
+    // The client goes away with two responses running and one waiting: both engine requests
+    // are aborted at once, and the waiting one never reaches an engine.
+    client.ws.terminate();
+    await eventually(() => worker.stats.aborted === 2 && worker.stats.inflight === 0);
+    await eventually(
+      async () => (await metric(gateway.url, 'sluice_client_disconnects_total', { api: 'responses' })) === 2,
+    );
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    expect(worker.stats.requests).toBe(2);
+  });
+
+  it('a stream_id may continue from a response of another stream (a fork)', async () => {
+    const { worker, gateway } = await setup();
+    const client = await Client.open(gateway);
+    const first = await client.turn({ stream_id: 'a', model: 'mock-model', input: 'root', store: false });
+    const id = first.messages.at(-1)!.response!.id;
+    const fork = await client.turn({
+      stream_id: 'b',
+      model: 'mock-model',
+      input: 'branch',
+      previous_response_id: id,
+      store: false,
+    });
+    expect(fork.messages.at(-1)).toMatchObject({ type: 'response.completed', stream_id: 'b' });
+    const sent = JSON.stringify(worker.stats.lastBodies.at(-1));
+    expect(sent).toContain('root');
+    expect(sent).toContain('branch');
+    client.close();
+  });
+
   it('continues store:false responses from the connection, store:true ones from anywhere', async () => {
     const { worker, gateway } = await setup();
     const client = await Client.open(gateway);
@@ -438,6 +569,33 @@ describe('Responses WebSocket connections and the gateway lifecycle', () => {
     expect(idle.closed).toEqual({ code: 1001, reason: 'gateway shutting down' });
     expect(idle.messages.every((m) => m.type === 'error' && m.status === 503)).toBe(true);
     expect(busy.closed).toEqual({ code: 1001, reason: 'gateway shutting down' });
+  });
+
+  it('a graceful shutdown lets every stream finish its running response, refuses what waited, then closes', async () => {
+    const workers = await fx.mocks(1, { tokensPerSecond: 100 });
+    const gateway = await fx.gateway({ workers: [{ url: workers[0]!.url }] });
+    const client = await Client.open(gateway);
+    client.send({ stream_id: 'a', model: 'mock-model', input: 'a1', max_output_tokens: 20 });
+    client.send({ stream_id: 'b', model: 'mock-model', input: 'b1', max_output_tokens: 20 });
+    client.send({ stream_id: 'a', model: 'mock-model', input: 'a2', max_output_tokens: 20 });
+    await client.until((m) => m.filter((e) => e.type === 'response.output_text.delta').length >= 2);
+    await gateway.shutdown(5_000);
+    await eventually(() => client.closed !== undefined);
+    const terminals = client.messages.filter((m) => TERMINAL.has(m.type));
+    expect(terminals.map((m) => [m.stream_id, m.type]).sort()).toEqual([
+      ['a', 'response.incomplete'],
+      ['b', 'response.incomplete'],
+    ]);
+    expect(client.messages.filter((m) => m.type === 'error')).toEqual([
+      {
+        type: 'error',
+        status: 503,
+        stream_id: 'a',
+        error: expect.objectContaining({ code: 'gateway_shutting_down' }),
+      },
+    ]);
+    expect(client.closed).toEqual({ code: 1001, reason: 'gateway shutting down' });
+    expect(workers[0]!.stats.requests).toBe(2);
   });
 
   it('a client that stops reading for a while still gets every event, in order', async () => {

@@ -1,7 +1,13 @@
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { RawData, WebSocket } from 'ws';
 import type { SluiceError } from '../errors/base.js';
-import { ClientDisconnected, Conflict, GatewayShuttingDown, InvalidRequest } from '../errors/http-errors.js';
+import {
+  ClientDisconnected,
+  Conflict,
+  GatewayShuttingDown,
+  InvalidRequest,
+  StreamLimitReached,
+} from '../errors/http-errors.js';
 import { type ResolvedContext, resolveContext } from '../responses/context.js';
 import { createResponseSchema } from '../responses/request-schema.js';
 import type { EventWriter } from '../responses/response-run.js';
@@ -23,6 +29,8 @@ export const LOW_WATER_BYTES = 64 * 1024;
 const HTTP_ONLY_FIELDS = ['stream', 'stream_options', 'background'] as const;
 /** Failed responses of a connection remembered, so that continuing one is refused with its cause. */
 const FAILED_KEPT = 64;
+/** The longest `stream_id` taken (it is echoed on every event of its responses). */
+export const MAX_STREAM_ID_LENGTH = 256;
 
 /** Close code and reason when a connection reaches its age limit (1001: going away; clients reconnect). */
 export const CONNECTION_LIMIT_CLOSE = { code: 1001, reason: 'websocket_connection_limit_reached' } as const;
@@ -31,9 +39,26 @@ export interface ResponsesSocketOptions {
   maxConnectionMs: number;
   pingIntervalMs: number;
   cachedResponses: number;
+  maxStreams: number;
+  maxQueuedPerStream: number;
 }
 
 type ContextItem = InputItem | OutputItem;
+
+/**
+ * One stream of a connection: the responses of one `stream_id`, run one after another in the
+ * order their `response.create` messages came, or the connection's default stream (no
+ * `stream_id`), which runs one response and refuses a create while it does.
+ */
+interface Lane {
+  readonly streamId: string | undefined;
+  /** Sees the lane's events: the connection's writer, each event tagged with the `stream_id`. */
+  readonly writer: EventWriter;
+  /** Creates waiting behind the one that runs. */
+  readonly queue: Record<string, unknown>[];
+  /** Aborts the response that runs. */
+  controller: AbortController | undefined;
+}
 
 /**
  * One WebSocket connection on `/v1/responses` (the Open Responses `x-openresponses-websocket`
@@ -45,13 +70,13 @@ type ContextItem = InputItem | OutputItem;
  * after `maxConnectionMs`.
  */
 export class ResponsesSocket {
-  private busy = false;
+  /** The streams running a response, by `stream_id` (`''` for the default stream). */
+  private readonly lanes = new Map<string, Lane>();
   private expired = false;
   private draining = false;
   private closed = false;
   private alive = true;
   private count = 0;
-  private controller: AbortController | undefined;
   /** The whole context after each completed (or incomplete) response of this connection, oldest first. */
   private readonly cache = new Map<string, ContextItem[]>();
   private readonly failed = new Set<string>();
@@ -92,15 +117,21 @@ export class ResponsesSocket {
     this.limit.unref();
   }
 
+  private get busy(): boolean {
+    return this.lanes.size > 0;
+  }
+
   private onMessage(data: RawData, isBinary: boolean): void {
     if (this.closed) return;
     if (this.expired) {
-      // The connection ends once the response in flight has: nothing new starts.
+      // The connection ends once the responses in flight have: nothing new starts.
       if (this.busy) this.sendError(this.limitError());
       else this.endForLimit();
       return;
     }
-    let event: unknown;
+    let event: Record<string, unknown>;
+    let streamId: string | undefined;
+    let lane: Lane | undefined;
     try {
       if (isBinary) {
         throw new InvalidRequest(
@@ -110,35 +141,76 @@ export class ResponsesSocket {
         );
       }
       event = parseEvent(rawText(data));
-      if (this.busy) {
+      streamId = streamIdOf(event);
+      lane = this.lanes.get(streamId ?? '');
+      if (lane && streamId === undefined) {
         throw new Conflict(
-          'A response is already in progress on this connection: wait for its terminal event before sending another response.create (one response at a time per connection).',
+          'A response is already in progress on this connection: wait for its terminal event before sending another response.create (one response at a time per connection), or give each response.create a stream_id to run several.',
           'response_in_progress',
         );
       }
       if (this.ctx.lifecycle.draining) throw new GatewayShuttingDown();
+      if (lane && lane.queue.length >= this.options.maxQueuedPerStream) {
+        throw new StreamLimitReached(
+          `Stream '${streamId}' already has ${this.options.maxQueuedPerStream} response.create messages waiting: send more once some have ended.`,
+          'stream_queue_full',
+        );
+      }
+      if (!lane && this.lanes.size >= this.options.maxStreams) {
+        throw new StreamLimitReached(
+          `This connection already runs ${this.options.maxStreams} streams at once: wait for one to end, or send this response.create on a stream_id that is running (it waits its turn there).`,
+          'too_many_streams',
+        );
+      }
     } catch (err) {
-      this.sendError(toSluiceError(err, this.ctx.config.server.bodyLimitBytes));
+      this.sendError(toSluiceError(err, this.ctx.config.server.bodyLimitBytes), streamId);
       return;
     }
-    this.busy = true;
-    void this.create(event as Record<string, unknown>).finally(() => {
-      this.busy = false;
-      this.controller = undefined;
+    if (lane) {
+      lane.queue.push(event);
+      return;
+    }
+    lane = {
+      streamId,
+      writer: streamId === undefined ? this.writer : taggedWriter(this.writer, streamId),
+      queue: [],
+      controller: undefined,
+    };
+    this.lanes.set(streamId ?? '', lane);
+    this.runLane(lane, event);
+  }
+
+  /** Runs `event` on its lane, then the lane's next create, until the lane is empty. */
+  private runLane(lane: Lane, event: Record<string, unknown>): void {
+    void this.create(event, lane).finally(() => {
+      lane.controller = undefined;
+      const next = lane.queue.shift();
+      if (next !== undefined && !this.closed && !this.expired && !this.draining) {
+        this.runLane(lane, next);
+        return;
+      }
+      // The connection is ending: what still waited on the lane is refused, each with its cause.
+      if (next !== undefined && !this.closed) {
+        const error = this.expired ? this.limitError() : new GatewayShuttingDown();
+        for (let i = 0; i <= lane.queue.length; i++) this.sendError(error, lane.streamId);
+      }
+      lane.queue.length = 0;
+      this.lanes.delete(lane.streamId ?? '');
+      if (this.busy) return;
       if (this.expired) this.endForLimit();
       else if (this.draining) this.drain();
     });
   }
 
   /** Runs one `response.create` to its terminal event (or to an error message). */
-  private async create(event: Record<string, unknown>): Promise<void> {
+  private async create(event: Record<string, unknown>, lane: Lane): Promise<void> {
     const ctx = this.ctx;
-    const { type: _type, ...body } = event;
+    const { type: _type, stream_id: _streamId, ...body } = event;
     const requestId = `${this.request.id}-${++this.count}`;
     const previous = typeof body.previous_response_id === 'string' ? body.previous_response_id : undefined;
     const observer = new RequestObserver(ctx.metrics, ctx.log, 'responses', requestId);
     const controller = new AbortController();
-    this.controller = controller;
+    lane.controller = controller;
     if (ctx.tracing) {
       observer.trace = ctx.tracing.startRequest({
         api: 'responses',
@@ -201,7 +273,7 @@ export class ResponsesSocket {
       observer.worker = opened.attempt.worker.id;
       observer.upstreamRequestId = opened.attempt.requestId;
       const run = ctx.responses.newRun(prepared);
-      run.addWriter(this.writer);
+      run.addWriter(lane.writer);
       observer.firstByte();
       const terminal = await ctx.responses.runForeground(prepared, run, opened, controller.signal);
       const id = prepared.response.id;
@@ -227,7 +299,7 @@ export class ResponsesSocket {
         return;
       }
       observer.finish(error.status, 'error', { code: error.code });
-      this.sendError(error);
+      this.sendError(error, lane.streamId);
     }
   }
 
@@ -272,19 +344,20 @@ export class ResponsesSocket {
     if (this.failed.size > FAILED_KEPT) this.failed.delete(this.failed.values().next().value as string);
   }
 
-  private sendError(error: SluiceError): void {
+  /** An error message; one about a create sent with a `stream_id` carries it, as its events do. */
+  private sendError(error: SluiceError, streamId?: string): void {
     if (this.socket.readyState !== OPEN) return;
     const body = error.toBody().error;
-    this.socket.send(
-      JSON.stringify({
-        type: 'error',
-        status: error.status,
-        error: { ...body, code: body.code ?? error.code },
-      }),
-    );
+    const message: Record<string, unknown> = {
+      type: 'error',
+      status: error.status,
+      error: { ...body, code: body.code ?? error.code },
+    };
+    if (streamId !== undefined) message.stream_id = streamId;
+    this.socket.send(JSON.stringify(message));
   }
 
-  /** The gateway is shutting down: close now when idle, else right after the response in flight ends. */
+  /** The gateway is shutting down: close now when idle, else right after the responses in flight end. */
   drain(): void {
     this.draining = true;
     if (this.busy || this.closed) return;
@@ -322,8 +395,11 @@ export class ResponsesSocket {
     clearInterval(this.pinger);
     clearTimeout(this.limit);
     this.cache.clear();
-    // A client that goes away aborts its response's engine request, as on SSE.
-    this.controller?.abort(new ClientDisconnected());
+    // A client that goes away aborts its responses' engine requests, as on SSE; what waited never starts.
+    for (const lane of this.lanes.values()) {
+      lane.queue.length = 0;
+      lane.controller?.abort(new ClientDisconnected());
+    }
     this.writer.release();
     this.onClosed?.();
   }
@@ -365,6 +441,33 @@ export function socketEventWriter(socket: EventSocket): SocketEventWriter {
       for (const resume of waiters.splice(0)) resume();
     },
   };
+}
+
+/**
+ * A lane's view of the connection's writer: each event with the lane's `stream_id` added (the
+ * events are JSON objects, so the field goes in before the closing brace; the stored and SSE
+ * events stay without it).
+ */
+function taggedWriter(writer: EventWriter, streamId: string): EventWriter {
+  const tail = `,"stream_id":${JSON.stringify(streamId)}}`;
+  return {
+    write: (json, type) => writer.write(json.slice(0, -1) + tail, type),
+    onDrain: (resume) => writer.onDrain(resume),
+  };
+}
+
+/** The `stream_id` of a create (a WebSocket envelope field: it is not part of the response body). */
+function streamIdOf(event: Record<string, unknown>): string | undefined {
+  const streamId = event.stream_id;
+  if (streamId === undefined || streamId === null) return undefined;
+  if (typeof streamId !== 'string' || streamId.length === 0 || streamId.length > MAX_STREAM_ID_LENGTH) {
+    throw new InvalidRequest(
+      `stream_id must be a non-empty string of at most ${MAX_STREAM_ID_LENGTH} characters.`,
+      'stream_id',
+      'invalid_value',
+    );
+  }
+  return streamId;
 }
 
 function rawText(data: RawData): string {

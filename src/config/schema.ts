@@ -234,6 +234,10 @@ export const configSchema = z.strictObject({
           pingIntervalMs: positiveInt.default(30_000),
           /** Responses of a connection kept in memory for `previous_response_id` (store: false too). */
           cachedResponses: positiveInt.default(16),
+          /** Streams (`stream_id` lanes) of one connection running responses at once. */
+          maxStreams: positiveInt.default(16),
+          /** `response.create` messages waiting on one stream behind the one it runs. */
+          maxQueuedPerStream: positiveInt.default(16),
         })
         .prefault({}),
     })

@@ -61,6 +61,22 @@ export class Conflict extends SluiceError {
   }
 }
 
+/**
+ * A WebSocket connection's streams (`stream_id` lanes) are all taken, or one stream's queue of
+ * `response.create` messages is full: the client sends it again once one has ended.
+ */
+export class StreamLimitReached extends SluiceError {
+  readonly code: 'too_many_streams' | 'stream_queue_full';
+  readonly retryable = true;
+  override readonly status = 429;
+  override readonly type = 'rate_limit_error' as const;
+  override readonly param = 'stream_id';
+  constructor(message: string, code: 'too_many_streams' | 'stream_queue_full') {
+    super(message);
+    this.code = code;
+  }
+}
+
 /** No worker can take the request now: all unhealthy, circuits open, or queues full. */
 export class NoWorkerAvailable extends SluiceError {
   readonly code = 'no_worker_available';
