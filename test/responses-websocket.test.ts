@@ -291,6 +291,30 @@ describe('Responses API over WebSocket', () => {
     expect(worker.stats.requests).toBe(2);
   });
 
+  it('bounds the bytes of the creates waiting on a connection by one message limit', async () => {
+    const { worker, gateway } = await setup({ server: { bodyLimitBytes: 2048 } }, 50);
+    const client = await Client.open(gateway);
+    const big = 'x'.repeat(1200);
+    client.send({ stream_id: 'a', model: 'mock-model', input: 'a1', max_output_tokens: 10 });
+    client.send({ stream_id: 'a', model: 'mock-model', input: big, max_output_tokens: 20 });
+    client.send({ stream_id: 'a', model: 'mock-model', input: big, max_output_tokens: 2 });
+    // a2 has started: its bytes no longer count, so one more may wait behind it.
+    await client.until((m) => m.filter((e) => e.type === 'response.created').length === 2);
+    client.send({ stream_id: 'a', model: 'mock-model', input: big, max_output_tokens: 2 });
+    const all = await client.until((m) => m.filter((e) => TERMINAL.has(e.type)).length === 3, 5_000);
+    expect(all.filter((m) => m.type === 'error')).toEqual([
+      {
+        type: 'error',
+        status: 429,
+        stream_id: 'a',
+        error: expect.objectContaining({ code: 'stream_queue_full' }),
+      },
+    ]);
+    expect(all.filter((m) => TERMINAL.has(m.type)).map((m) => m.stream_id)).toEqual(['a', 'a', 'a']);
+    expect(worker.stats.requests).toBe(3);
+    client.close();
+  });
+
   it('a stream_id may continue from a response of another stream (a fork)', async () => {
     const { worker, gateway } = await setup();
     const client = await Client.open(gateway);

@@ -54,8 +54,8 @@ interface Lane {
   readonly streamId: string | undefined;
   /** Sees the lane's events: the connection's writer, each event tagged with the `stream_id`. */
   readonly writer: EventWriter;
-  /** Creates waiting behind the one that runs. */
-  readonly queue: Record<string, unknown>[];
+  /** Creates waiting behind the one that runs, each with the size of its message. */
+  readonly queue: { event: Record<string, unknown>; bytes: number }[];
   /** Aborts the response that runs. */
   controller: AbortController | undefined;
 }
@@ -72,6 +72,11 @@ interface Lane {
 export class ResponsesSocket {
   /** The streams running a response, by `stream_id` (`''` for the default stream). */
   private readonly lanes = new Map<string, Lane>();
+  /**
+   * Bytes of the messages waiting on the connection's streams, bounded by one message's limit
+   * (`server.bodyLimitBytes`): a client cannot make the gateway hold streams × queue × limit.
+   */
+  private queuedBytes = 0;
   private expired = false;
   private draining = false;
   private closed = false;
@@ -132,6 +137,7 @@ export class ResponsesSocket {
     let event: Record<string, unknown>;
     let streamId: string | undefined;
     let lane: Lane | undefined;
+    const bytes = byteLength(data);
     try {
       if (isBinary) {
         throw new InvalidRequest(
@@ -156,6 +162,13 @@ export class ResponsesSocket {
           'stream_queue_full',
         );
       }
+      const limit = this.ctx.config.server.bodyLimitBytes;
+      if (lane && this.queuedBytes + bytes > limit) {
+        throw new StreamLimitReached(
+          `The response.create messages waiting on this connection's streams would exceed ${limit} bytes: send more once some have started.`,
+          'stream_queue_full',
+        );
+      }
       if (!lane && this.lanes.size >= this.options.maxStreams) {
         throw new StreamLimitReached(
           `This connection already runs ${this.options.maxStreams} streams at once: wait for one to end, or send this response.create on a stream_id that is running (it waits its turn there).`,
@@ -167,7 +180,8 @@ export class ResponsesSocket {
       return;
     }
     if (lane) {
-      lane.queue.push(event);
+      lane.queue.push({ event, bytes });
+      this.queuedBytes += bytes;
       return;
     }
     lane = {
@@ -185,8 +199,9 @@ export class ResponsesSocket {
     void this.create(event, lane).finally(() => {
       lane.controller = undefined;
       const next = lane.queue.shift();
+      if (next !== undefined) this.queuedBytes -= next.bytes;
       if (next !== undefined && !this.closed && !this.expired && !this.draining) {
-        this.runLane(lane, next);
+        this.runLane(lane, next.event);
         return;
       }
       // The connection is ending: what still waited on the lane is refused, each with its cause.
@@ -194,6 +209,7 @@ export class ResponsesSocket {
         const error = this.expired ? this.limitError() : new GatewayShuttingDown();
         for (let i = 0; i <= lane.queue.length; i++) this.sendError(error, lane.streamId);
       }
+      for (const waiting of lane.queue) this.queuedBytes -= waiting.bytes;
       lane.queue.length = 0;
       this.lanes.delete(lane.streamId ?? '');
       if (this.busy) return;
@@ -400,6 +416,7 @@ export class ResponsesSocket {
       lane.queue.length = 0;
       lane.controller?.abort(new ClientDisconnected());
     }
+    this.queuedBytes = 0;
     this.writer.release();
     this.onClosed?.();
   }
@@ -468,6 +485,11 @@ function streamIdOf(event: Record<string, unknown>): string | undefined {
     );
   }
   return streamId;
+}
+
+function byteLength(data: RawData): number {
+  if (Array.isArray(data)) return data.reduce((sum, part) => sum + part.length, 0);
+  return data.byteLength;
 }
 
 function rawText(data: RawData): string {
