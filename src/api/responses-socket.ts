@@ -64,8 +64,10 @@ interface Lane {
  * One WebSocket connection on `/v1/responses` (the Open Responses `x-openresponses-websocket`
  * extension): each `response.create` message runs one response through the same machinery as
  * an SSE stream (same events, same terminal rule, same storage and metrics), its events sent as
- * JSON text messages. One response at a time; `previous_response_id` continues from the
- * connection's own responses (kept in memory, `store: false` ones too) or from the store; errors
+ * JSON text messages. One response at a time per stream: creates with a `stream_id` (OpenAI's
+ * WebSocket multiplexing) run at once across stream ids and in order within one, their events
+ * and errors tagged with it; without one, a create while the default stream runs is refused.
+ * `previous_response_id` continues from the connection's own responses (kept in memory, `store: false` ones too) or from the store; errors
  * are `{"type":"error","status":N,"error":{...}}` messages. The connection is pinged, and ends
  * after `maxConnectionMs`.
  */
