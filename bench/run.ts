@@ -209,8 +209,8 @@ interface NonStreamingRow {
     ratio: number;
     /** The floor relay served through fastify. */
     fastifyFloor: number;
-    /** The floor relay parsing the JSON in and out and holding the answer, without metrics or a log line. */
-    checksFloor?: number;
+    /** The floor relay parsing the request's and the whole answer's JSON, without metrics or a log line. */
+    checksFloor: number;
     /** The floor relay with the duties of any gateway (JSON in and out parsed, counted, logged). */
     dutyFloor: number;
     dutyRatio: number;

@@ -67,9 +67,9 @@ interface Lane {
  * JSON text messages. One response at a time per stream: creates with a `stream_id` (OpenAI's
  * WebSocket multiplexing) run at once across stream ids and in order within one, their events
  * and errors tagged with it; without one, a create while the default stream runs is refused.
- * `previous_response_id` continues from the connection's own responses (kept in memory, `store: false` ones too) or from the store; errors
- * are `{"type":"error","status":N,"error":{...}}` messages. The connection is pinged, and ends
- * after `maxConnectionMs`.
+ * `previous_response_id` continues from the connection's own responses (kept in memory,
+ * `store: false` ones too) or from the store; errors are `{"type":"error","status":N,"error":{...}}`
+ * messages. The connection is pinged, and ends after `maxConnectionMs`.
  */
 export class ResponsesSocket {
   /** The streams running a response, by `stream_id` (`''` for the default stream). */
@@ -139,7 +139,8 @@ export class ResponsesSocket {
     let event: Record<string, unknown>;
     let streamId: string | undefined;
     let lane: Lane | undefined;
-    const bytes = byteLength(data);
+    const message = rawBytes(data);
+    const bytes = message.length;
     try {
       if (isBinary) {
         throw new InvalidRequest(
@@ -148,7 +149,7 @@ export class ResponsesSocket {
           'invalid_message',
         );
       }
-      event = parseEvent(rawText(data));
+      event = parseEvent(message.toString('utf8'));
       streamId = streamIdOf(event);
       lane = this.lanes.get(streamId ?? '');
       if (lane && streamId === undefined) {
@@ -200,18 +201,21 @@ export class ResponsesSocket {
   private runLane(lane: Lane, event: Record<string, unknown>): void {
     void this.create(event, lane).finally(() => {
       lane.controller = undefined;
-      const next = lane.queue.shift();
-      if (next !== undefined) this.queuedBytes -= next.bytes;
-      if (next !== undefined && !this.closed && !this.expired && !this.draining) {
+      const ending = this.closed || this.expired || this.draining;
+      const next = ending ? undefined : lane.queue.shift();
+      if (next !== undefined) {
+        this.queuedBytes -= next.bytes;
         this.runLane(lane, next.event);
         return;
       }
       // The connection is ending: what still waited on the lane is refused, each with its cause.
-      if (next !== undefined && !this.closed) {
+      if (lane.queue.length > 0 && !this.closed) {
         const error = this.expired ? this.limitError() : new GatewayShuttingDown();
-        for (let i = 0; i <= lane.queue.length; i++) this.sendError(error, lane.streamId);
+        for (const waiting of lane.queue) {
+          this.queuedBytes -= waiting.bytes;
+          this.sendError(error, lane.streamId);
+        }
       }
-      for (const waiting of lane.queue) this.queuedBytes -= waiting.bytes;
       lane.queue.length = 0;
       this.lanes.delete(lane.streamId ?? '');
       if (this.busy) return;
@@ -489,15 +493,10 @@ function streamIdOf(event: Record<string, unknown>): string | undefined {
   return streamId;
 }
 
-function byteLength(data: RawData): number {
-  if (Array.isArray(data)) return data.reduce((sum, part) => sum + part.length, 0);
-  return data.byteLength;
-}
-
-function rawText(data: RawData): string {
-  if (Buffer.isBuffer(data)) return data.toString('utf8');
-  if (Array.isArray(data)) return Buffer.concat(data).toString('utf8');
-  return Buffer.from(data).toString('utf8');
+function rawBytes(data: RawData): Buffer {
+  if (Buffer.isBuffer(data)) return data;
+  if (Array.isArray(data)) return Buffer.concat(data);
+  return Buffer.from(data);
 }
 
 /** A client message: a JSON object whose `type` is `response.create`. */
