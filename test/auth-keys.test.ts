@@ -193,7 +193,7 @@ describe.each(backends)('KeyService on $name', ({ makeBackend }) => {
       id: 'conv_old',
       createdAt: 1,
       metadataJson: '{"k":"v"}',
-      // Made before keys existed: owned by no key, so visible to every caller.
+      // Made before keys existed: owned by no key (read only while the gateway runs open).
       ownerKeyId: null,
     });
   });

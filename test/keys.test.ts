@@ -250,3 +250,64 @@ describe('API keys, limits and header hygiene', () => {
     expect((await call(a.key, 'DELETE', `/responses/${responseId}`)).status).toBe(200);
   });
 });
+
+describe('what was stored while the gateway ran open', () => {
+  let workers: MockWorker[];
+  let gateway: Gateway;
+  const call = (key: string | undefined, method: string, path: string, body?: unknown) =>
+    fetch(`${gateway.url}${path}`, {
+      method,
+      headers: {
+        ...(key ? { authorization: `Bearer ${key}` } : {}),
+        ...(body === undefined ? {} : { 'content-type': 'application/json' }),
+      },
+      body: body === undefined ? undefined : JSON.stringify(body),
+    });
+
+  beforeAll(async () => {
+    workers = await startMocks(1);
+    gateway = await startGateway({ auth: { adminKey: ADMIN }, workers: [{ url: workers[0]!.url }] });
+  });
+  afterAll(async () => {
+    await gateway.close();
+    await Promise.all(workers.map((w) => w.close()));
+  });
+
+  it('is read by no key once keys exist, and by everyone again once the gateway is open again', async () => {
+    const made = await call(undefined, 'POST', '/v1/responses', {
+      model: 'mock-model',
+      input: 'a secret prompt',
+      max_output_tokens: 3,
+    });
+    expect(made.status).toBe(200);
+    const responseId = ((await made.json()) as { id: string }).id;
+    const conv = await call(undefined, 'POST', '/v1/conversations', {
+      items: [{ role: 'user', content: 'x' }],
+    });
+    const conversationId = ((await conv.json()) as { id: string }).id;
+
+    const createdKey = await call(ADMIN, 'POST', '/admin/keys', {});
+    expect(createdKey.status).toBe(201);
+    const key = (await createdKey.json()) as CreatedKey;
+    for (const [method, path] of [
+      ['GET', `/v1/responses/${responseId}`],
+      ['GET', `/v1/responses/${responseId}/input_items`],
+      ['DELETE', `/v1/responses/${responseId}`],
+      ['GET', `/v1/conversations/${conversationId}/items`],
+    ] as const) {
+      const res = await call(key.key, method, path);
+      expect(res.status, `${method} ${path}`).toBe(404);
+    }
+    const chained = await call(key.key, 'POST', '/v1/responses', {
+      model: 'mock-model',
+      input: 'what did I say?',
+      previous_response_id: responseId,
+    });
+    expect(chained.status).toBe(404);
+
+    // The last key deleted: the gateway is open again, and so is what it stored then.
+    expect((await call(ADMIN, 'DELETE', `/admin/keys/${key.id}`)).status).toBe(200);
+    const open = await call(undefined, 'GET', `/v1/responses/${responseId}`);
+    expect(open.status).toBe(200);
+  });
+});

@@ -8,17 +8,14 @@ import Fastify, {
   LogController,
 } from 'fastify';
 import { GatewayShuttingDown, InvalidRequest } from '../errors/http-errors.js';
-import { anthropicErrorBody } from '../messages/errors.js';
 import type { GatewayContext } from './context.js';
 import { installErrorHandlers, toSluiceError } from './error-handler.js';
 import { parseJsonBody } from './json-body.js';
 import { type RawRoute, rawJsonRoute } from './raw-json-route.js';
 import { requestId } from './request-id.js';
-import { adminKeyRoutes } from './routes/admin-keys.js';
-import { adminModelRoutes } from './routes/admin-models.js';
-import { adminWorkerRoutes } from './routes/admin-workers.js';
+import type { RouteAccess } from './route-access.js';
+import { adminRoutes } from './routes/admin.js';
 import { conversationRoutes } from './routes/conversations.js';
-import { dashboardRoutes } from './routes/dashboard.js';
 import { generationHandlers, generationRoutes } from './routes/generation.js';
 import { healthRoutes } from './routes/health.js';
 import { messagesRawRoute, messagesRoutes } from './routes/messages.js';
@@ -161,23 +158,13 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
   });
   installErrorHandlers(app, ctx.log, ctx.config.server.bodyLimitBytes);
   // One callback-style hook (no promise per request): while draining, a request on a kept-alive
-  // connection gets a 503 and the connection closes; the admin API and the dashboard need the
-  // admin key when one is configured.
-  app.addHook('onRequest', (request, reply, done) => {
-    const url = request.url;
-    if (ctx.lifecycle.draining && !url.startsWith('/health') && url !== '/metrics') {
-      const error = new GatewayShuttingDown();
-      const body = url.startsWith('/v1/messages') ? anthropicErrorBody(error, request.id) : error.toBody();
-      reply.code(error.status).headers(error.headers()).send(body);
+  // connection gets a 503 and the connection closes, answered by its route's own error handler
+  // (Anthropic's shape on /v1/messages). The routes that serve while draining say so in their
+  // config: the decision is made on the route the router matched, never on the URL's spelling.
+  app.addHook('onRequest', (request, _reply, done) => {
+    if (ctx.lifecycle.draining && !(request.routeOptions.config as RouteAccess).servesWhileDraining) {
+      done(new GatewayShuttingDown());
       return;
-    }
-    if (url.startsWith('/admin') || url.startsWith('/dashboard')) {
-      try {
-        ctx.access.requireAdmin(request);
-      } catch (err) {
-        done(err as Error);
-        return;
-      }
     }
     done();
   });
@@ -198,9 +185,6 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
   app.register(modelRoutes(ctx));
   app.register(healthRoutes(ctx));
   app.register(metricsRoutes(ctx));
-  app.register(adminWorkerRoutes(ctx));
-  app.register(adminModelRoutes(ctx));
-  app.register(adminKeyRoutes(ctx));
-  app.register(dashboardRoutes(ctx));
+  app.register(adminRoutes(ctx));
   return app;
 }

@@ -23,7 +23,7 @@ export interface StoredResponse {
   eventsJson: string | null;
   /** Set by a cancel request; a background run polls it (possibly from another replica). */
   cancelRequested: boolean;
-  /** The API key that created it; null when made while the gateway ran open (visible to every caller). */
+  /** The API key that created it; null when made while the gateway ran open (then read only while it runs open: ownership.ts). */
   ownerKeyId: string | null;
   /** The gateway replica running it (background responses); null once read back when none. */
   ownerReplicaId?: string | null | undefined;
@@ -35,7 +35,7 @@ export interface StoredConversation {
   createdAt: number;
   /** JSON text of the metadata object. */
   metadataJson: string;
-  /** The API key that created it; null when made while the gateway ran open (visible to every caller). */
+  /** The API key that created it; null when made while the gateway ran open (then read only while it runs open: ownership.ts). */
   ownerKeyId: string | null;
 }
 

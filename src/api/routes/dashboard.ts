@@ -49,7 +49,8 @@ export function dashboardRoutes(ctx: GatewayContext) {
       return hub.poll();
     });
 
-    app.get('/dashboard/events', (request, reply) => {
+    // No HEAD route: a stream's head is only sent with its first byte of body, which a HEAD never has.
+    app.get('/dashboard/events', { exposeHeadRoute: false }, (request, reply) => {
       reply.hijack();
       const res = reply.raw;
       res.writeHead(200, {

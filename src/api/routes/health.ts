@@ -1,5 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import type { GatewayContext } from '../context.js';
+import { SERVES_WHILE_DRAINING } from '../route-access.js';
 
 /**
  * `GET /health`: the process is alive. `GET /health/ready`: it can serve: not shutting down,
@@ -7,8 +8,8 @@ import type { GatewayContext } from '../context.js';
  */
 export function healthRoutes(ctx: GatewayContext) {
   return async (app: FastifyInstance): Promise<void> => {
-    app.get('/health', async () => ({ status: 'ok' }));
-    app.get('/health/ready', async (_request, reply) => {
+    app.get('/health', SERVES_WHILE_DRAINING, async () => ({ status: 'ok' }));
+    app.get('/health/ready', SERVES_WHILE_DRAINING, async (_request, reply) => {
       const names = new Set([...Object.keys(ctx.config.models), ...ctx.registry.models()]);
       const models = [...names].sort().map((model) => {
         const workers = ctx.registry.forModel(model);

@@ -203,7 +203,7 @@ export function messagesRoutes(ctx: GatewayContext) {
   return async (app: FastifyInstance): Promise<void> => {
     // This plugin's own error handler: errors of these routes only are in Anthropic's shape.
     app.setErrorHandler((err, request, reply) =>
-      answer(err, { id: request.id, method: request.method, route: request.url }, reply),
+      answer(err, { id: request.id, method: request.method, route: request.routeOptions.url ?? PATH }, reply),
     );
     app.post(PATH, (request, reply) => create(request, reply));
     app.post(COUNT_PATH, countTokens);

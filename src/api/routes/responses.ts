@@ -194,7 +194,7 @@ export function responseRoutes(ctx: GatewayContext) {
   return async (app: FastifyInstance): Promise<void> => {
     // Reading and deleting stored responses needs a key too (when keys exist), but costs no tokens.
     app.addHook('preHandler', async (request, reply) => {
-      if (request.method !== 'POST' || request.url !== '/v1/responses')
+      if (request.method !== 'POST' || request.routeOptions.url !== '/v1/responses')
         await admitCaller(ctx, request, reply);
     });
     app.post('/v1/responses', (request, reply) => create(request, reply));
@@ -202,7 +202,8 @@ export function responseRoutes(ctx: GatewayContext) {
     app.get('/v1/responses/:id', async (request: IdRequest, reply) => {
       const { id } = request.params;
       const stored = await service.retrieve(id, callerOf(request));
-      if (request.query.stream === 'true') {
+      // A HEAD is answered as the stored object's head: a stream's head would wait for its first event.
+      if (request.query.stream === 'true' && request.method === 'GET') {
         const startingAfter = parseStartingAfter(request.query.starting_after);
         const live = service.liveRun(id);
         if (live) {
