@@ -251,3 +251,89 @@ describe('the admin API and the dashboard, however their URLs are spelled', () =
     expect((await send(base, 'GET', `/%61dmin/keys?key=${ADMIN}`)).status).toBe(401);
   });
 });
+
+describe('every other decision made on a path is made on the route', () => {
+  let worker: MockWorker;
+  let gateway: Gateway;
+  let key: string;
+
+  beforeAll(async () => {
+    [worker] = (await startMocks(1)) as [MockWorker];
+    gateway = await startGateway({ auth: { adminKey: ADMIN }, workers: [{ id: 'w1', url: worker.url }] });
+    const created = await send(
+      gateway.url,
+      'POST',
+      '/admin/keys',
+      { authorization: `Bearer ${ADMIN}` },
+      '{}',
+    );
+    key = (JSON.parse(created.body) as { key: string }).key;
+  });
+  afterAll(async () => {
+    await gateway.close();
+    await worker.close();
+  });
+
+  const chat = JSON.stringify({ model: MODEL, max_tokens: 2, messages: [{ role: 'user', content: 'hi' }] });
+  const messages = JSON.stringify({
+    model: MODEL,
+    max_tokens: 2,
+    messages: [{ role: 'user', content: 'hi' }],
+  });
+  const responses = JSON.stringify({ model: MODEL, max_output_tokens: 2, input: 'hi' });
+
+  it('a generation path spelled otherwise still needs its key (the framework-free route takes only exact paths)', async () => {
+    for (const [path, body] of [
+      ['/v1/chat/completions', chat],
+      ['/v1/%63hat/completions', chat],
+      ['/%761/chat/completions', chat],
+      ['/v1/chat/completions?', chat],
+      ['/v1/%72esponses', responses],
+      ['/v1/responses?x=1', responses],
+      ['/v1/%6dessages', messages],
+      ['/v1/messages?beta=true', messages],
+    ] as const) {
+      const none = await send(gateway.url, 'POST', path, {}, body);
+      expect(none.status, path).toBe(401);
+      const ok = await send(gateway.url, 'POST', path, { authorization: `Bearer ${key}` }, body);
+      expect(ok.status, path).toBe(200);
+    }
+    // Anthropic's path answers in Anthropic's shape however it is spelled.
+    const anthropic = await send(gateway.url, 'POST', '/v1/%6dessages', {}, messages);
+    expect(JSON.parse(anthropic.body)).toMatchObject({
+      type: 'error',
+      error: { type: 'authentication_error' },
+    });
+    for (const path of ['/v1/models', '/v1/%6dodels', '/%761/models']) {
+      expect((await send(gateway.url, 'GET', path)).status, path).toBe(401);
+    }
+  });
+
+  it('while draining, health and metrics answer however spelled, and every other route is a 503 in its own shape', async () => {
+    // What shutdown sets first (gateway.shutdown), held for the test's requests.
+    (gateway.context.lifecycle as { draining: boolean }).draining = true;
+    const inject = (method: 'GET' | 'POST', url: string, payload?: string) =>
+      gateway.app.inject({
+        method,
+        url,
+        ...(payload
+          ? { payload, headers: { 'content-type': 'application/json', authorization: `Bearer ${key}` } }
+          : {}),
+      });
+    for (const path of ['/health', '/%68ealth', '/metrics', '/%6detrics']) {
+      expect((await inject('GET', path)).statusCode, path).toBe(200);
+    }
+    for (const path of ['/health/ready', '/%68ealth/ready']) {
+      expect((await inject('GET', path)).statusCode, path).toBe(503);
+    }
+    const late = await inject('POST', '/v1/%63hat/completions', chat);
+    expect(late.statusCode).toBe(503);
+    expect(late.headers.connection).toBe('close');
+    expect(late.json()).toMatchObject({ error: { code: 'gateway_shutting_down' } });
+    const lateMessages = await inject('POST', '/v1/%6dessages', messages);
+    expect(lateMessages.statusCode).toBe(503);
+    expect(lateMessages.headers.connection).toBe('close');
+    expect(lateMessages.json()).toMatchObject({ type: 'error', error: { type: 'overloaded_error' } });
+    (gateway.context.lifecycle as { draining: boolean }).draining = false;
+  });
+});
