@@ -3,8 +3,8 @@ import { pino } from 'pino';
 import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import { Gateway } from '../src/gateway.js';
-import { CircuitBreaker } from '../src/workers/circuit-breaker.js';
-import { metric, metricOrZero, perTest, post, sseData } from './helpers/gateway.js';
+import { eventually, metric, metricOrZero, perTest, post, sseData } from './helpers/gateway.js';
+import { startTcpProxy } from './helpers/tcp-proxy.js';
 
 const stream = (model: string) => ({
   model,
@@ -134,28 +134,75 @@ describe('circuit breaker: per worker and model, capped, with panic mode', () =>
     expect(await metricOrZero(url, 'sluice_admission_rejections_total')).toBe(0);
   });
 
-  it('connection-level failures are the worker\u2019s own: its circuit opens for every model, then a probe closes it', () => {
-    let now = 0;
-    let allowed = true;
-    const changes: string[] = [];
-    const breaker = new CircuitBreaker(
-      { failureThreshold: 2, cooldownMs: 100, now: () => now, canOpen: () => allowed },
-      (state) => changes.push(state),
-    );
-    breaker.recordFailure();
-    breaker.recordFailure();
-    expect(breaker.current).toBe('open');
-    expect(breaker.canAdmit()).toBe(false);
-    now = 100;
-    expect(breaker.tryAdmit()).toBe(true);
-    expect(breaker.tryAdmit()).toBe(false);
-    breaker.recordSuccess();
-    expect(changes).toEqual(['open', 'half_open', 'closed']);
-    // A cap that is reached keeps a closed circuit closed, but a failed probe always reopens it.
-    allowed = false;
-    breaker.recordFailure();
-    breaker.recordFailure();
-    breaker.recordFailure();
-    expect(breaker.current).toBe('closed');
+  it('connection-level failures are the worker\u2019s own: its circuit opens for every model, a failed probe reopens it, a good one closes it', async () => {
+    // w1 is a mock worker of two models behind a TCP proxy that can reset every connection (a
+    // socket that refuses at once); w2 serves both models too, so that retries have somewhere to go.
+    const [behind, other] = await fx.mocks(2, { models: ['model-a', 'model-b'] });
+    const proxy = await startTcpProxy(Number(new URL(behind!.url).port));
+    try {
+      const gateway = await fx.gateway({
+        routing: { policy: 'round_robin' },
+        health: { intervalMs: 60_000 },
+        breaker: { failureThreshold: 2, cooldownMs: 1_500 },
+        workers: [
+          { url: `http://127.0.0.1:${proxy.port}`, id: 'w1' },
+          { url: other!.url, id: 'w2' },
+        ],
+      });
+      const url = gateway.url;
+      const circuitOfW1 = async () => {
+        const admin = (await (await fetch(`${url}/admin/workers`)).json()) as {
+          data: { id: string; workerCircuit: string; modelCircuits: Record<string, string> }[];
+        };
+        return admin.data.find((w) => w.id === 'w1')!;
+      };
+      const ask = async (model: string) => {
+        const res = await post(`${url}/v1/chat/completions`, stream(model));
+        expect(res.status).toBe(200);
+        expect(ending(res.text)).toBe('[DONE]');
+        return res.headers.get('x-sluice-worker');
+      };
+      const transitions = (state: string) =>
+        metricOrZero(url, 'sluice_circuit_transitions_total', { worker: 'w1', model: '', state });
+
+      // Both models are served by both workers.
+      const before = new Set<string | null>();
+      for (let i = 0; i < 4; i++) before.add(await ask(i % 2 ? 'model-a' : 'model-b'));
+      expect(before).toEqual(new Set(['w1', 'w2']));
+
+      // w1's socket resets every connection: model A's requests fail there (and are answered by
+      // w2) until w1's own circuit opens.
+      await proxy.reset();
+      for (let i = 0; i < 10 && (await circuitOfW1()).workerCircuit !== 'open'; i++) await ask('model-a');
+      const opened = await circuitOfW1();
+      expect(opened.workerCircuit).toBe('open');
+      // No request of model B ever failed, yet w1 is out for it too: its circuit is the worker's.
+      expect(opened.modelCircuits['model-b'] ?? 'closed').toBe('closed');
+      const attemptsWhenOpened = proxy.accepted;
+      for (let i = 0; i < 6; i++) expect(await ask('model-b')).toBe('w2');
+      expect(proxy.accepted).toBe(attemptsWhenOpened);
+      expect(await transitions('open')).toBe(1);
+
+      // After the cooldown one probe goes to w1; it fails (the socket still resets), and the
+      // circuit opens again for another cooldown. Its request is answered by w2.
+      await eventually(async () => (await circuitOfW1()).workerCircuit === 'half_open', 10_000);
+      for (let i = 0; i < 4 && proxy.accepted === attemptsWhenOpened; i++)
+        expect(await ask('model-b')).toBe('w2');
+      expect(proxy.accepted).toBe(attemptsWhenOpened + 1);
+      expect((await circuitOfW1()).workerCircuit).toBe('open');
+      expect(await transitions('half_open')).toBe(1);
+      expect(await transitions('open')).toBe(2);
+
+      // The socket answers again: the next probe succeeds and closes the circuit; w1 serves both models.
+      await proxy.restore();
+      await eventually(async () => (await circuitOfW1()).workerCircuit === 'half_open', 10_000);
+      const after: (string | null)[] = [];
+      for (let i = 0; i < 6; i++) after.push(await ask(i % 2 ? 'model-a' : 'model-b'));
+      expect((await circuitOfW1()).workerCircuit).toBe('closed');
+      expect(await transitions('closed')).toBe(1);
+      expect(after.filter((w) => w === 'w1').length).toBeGreaterThanOrEqual(2);
+    } finally {
+      await proxy.close();
+    }
   });
 });
