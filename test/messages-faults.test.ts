@@ -149,15 +149,28 @@ describe('a Messages stream never just stops', () => {
   }
 
   it('the dashboard shows Messages requests and their stream failures', async () => {
-    await post(`${gateway.url}/v1/messages`, body, { 'x-mock-fault': 'eof_after:2' });
-    const snapshot = (await (await fetch(`${gateway.url}/dashboard/data`)).json()) as {
+    type Snapshot = {
       streamFailures: { bySeries: { api: string; reason: string; count: number }[] };
-      recent: { route: string; outcome: string; code?: string }[];
+      recent: { requestId: string; route: string; outcome: string; code?: string }[];
     };
-    expect(snapshot.streamFailures.bySeries).toContainEqual(
-      expect.objectContaining({ api: 'messages', reason: 'upstream_closed' }),
-    );
-    expect(snapshot.recent[0]).toMatchObject({
+    const snapshot = async () => (await (await fetch(`${gateway.url}/dashboard/data`)).json()) as Snapshot;
+    const closedCount = (s: Snapshot) =>
+      s.streamFailures.bySeries.find((x) => x.api === 'messages' && x.reason === 'upstream_closed')?.count ??
+      0;
+    // Earlier tests of this gateway may have made the series: this request must add one to it.
+    const before = closedCount(await snapshot());
+    await post(`${gateway.url}/v1/messages`, body, {
+      'x-mock-fault': 'eof_after:2',
+      'x-request-id': 'dash-msg-1',
+    });
+    // The snapshot is made once a tick for every viewer: the next one has the request.
+    let after = await snapshot();
+    await eventually(async () => {
+      after = await snapshot();
+      return closedCount(after) > before;
+    }, 10_000);
+    expect(closedCount(after)).toBe(before + 1);
+    expect(after.recent.find((r) => r.requestId === 'dash-msg-1')).toMatchObject({
       route: 'messages',
       outcome: 'failed',
       code: 'request_stream_closed',
@@ -241,9 +254,21 @@ describe('graceful shutdown on the Messages API', () => {
       }),
     });
     const text = long.text();
+    await eventually(() => worker!.stats.inflight === 1);
+    // Read when the gateway closes its engine clients (which would end any engine request
+    // anyway, and so would closing the mock): the stream's engine request must be aborted by then.
+    let inflightAtPoolClose: number | undefined;
+    const registry = gateway.context.registry;
+    const closeAll = registry.closeAll.bind(registry);
+    registry.closeAll = async () => {
+      inflightAtPoolClose = worker!.stats.inflight;
+      await closeAll();
+    };
     const shutdown = gateway.shutdown(300);
     const events = parseSse(await text);
     await shutdown;
+    expect(inflightAtPoolClose).toBe(0);
+    expect(worker!.stats.aborted).toBe(1);
     await worker!.close();
     expect(events.at(-1)!.data).toMatchObject({
       type: 'error',
@@ -251,7 +276,6 @@ describe('graceful shutdown on the Messages API', () => {
     });
     expect(events.map((e) => e.event)).not.toContain('message_stop');
     expect(events.at(-2)!.event).toBe('content_block_stop');
-    expect(worker!.stats.inflight).toBe(0);
   });
 });
 
