@@ -131,13 +131,46 @@ describe('POST /v1/responses/compact', () => {
 
   it('an engine failure is a typed 502, nothing half-made', async () => {
     const { worker, gateway } = await setup();
+    const url = `${gateway.url}/v1/responses`;
+    const first = (await post(url, { model: 'mock-model', input: 'first question' })).json() as {
+      id: string;
+    };
+    const storedBefore = await (await fetch(`${url}/${first.id}`)).text();
+    // Every write the store is asked for from here on.
+    const store = gateway.context.store!;
+    const writes: string[] = [];
+    for (const name of [
+      'insertResponse',
+      'updateResponse',
+      'finishResponse',
+      'deleteResponse',
+      'insertConversation',
+      'appendConversationItems',
+    ] as const) {
+      const original = store[name].bind(store) as (...args: unknown[]) => Promise<unknown>;
+      (store as unknown as Record<string, unknown>)[name] = (...args: unknown[]) => {
+        writes.push(name);
+        return original(...args);
+      };
+    }
     worker.setFault('http_500');
-    const res = await post(`${gateway.url}/v1/responses/compact`, { model: 'mock-model', input: 'x' });
+    const res = await post(`${url}/compact`, {
+      model: 'mock-model',
+      input: 'x',
+      previous_response_id: first.id,
+    });
     expect(res.status).toBe(502);
     expect(res.json()).toMatchObject({ error: { code: 'upstream_http_error', type: 'server_error' } });
     worker.setFault('drop_after:2');
-    const dropped = await post(`${gateway.url}/v1/responses/compact`, { model: 'mock-model', input: 'x' });
-    expect(dropped.status).toBeGreaterThanOrEqual(500);
-    expect((dropped.json() as { error: { code: string } }).error.code).toMatch(/^(upstream|request)_/);
+    const dropped = await post(`${url}/compact`, {
+      model: 'mock-model',
+      input: 'x',
+      previous_response_id: first.id,
+    });
+    expect(dropped.status).toBe(502);
+    expect(dropped.json()).toMatchObject({ error: { code: 'upstream_connect_error', type: 'server_error' } });
+    // Nothing was written, and the chain it read is as it was.
+    expect(writes).toEqual([]);
+    expect(await (await fetch(`${url}/${first.id}`)).text()).toBe(storedBefore);
   });
 });
