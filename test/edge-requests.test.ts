@@ -238,7 +238,8 @@ describe('edge cases of client requests', () => {
     for (const r of recent) expect(r).toMatchObject({ status: 499, outcome: 'client_gone' });
   });
   it('a client that stalls inside its request (slowloris) is answered 408 and cut off; a stream longer than that bound is not', async () => {
-    const { workers, gateway } = await setup({ server: { requestTimeoutMs: 500 } });
+    const requestTimeoutMs = 500;
+    const { workers, gateway } = await setup({ server: { requestTimeoutMs } });
     const head =
       'POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nContent-Type: application/json\r\n' +
       'Content-Length: 200\r\n\r\n{"model":"mock-model",';
@@ -246,8 +247,10 @@ describe('edge cases of client requests', () => {
     for (const partial of [head, 'POST /v1/chat/completions HTTP/1.1\r\nHost: gateway\r\nX-Slow: ']) {
       const { answer, heldMs } = await stallAfter(gateway.url, partial);
       expect(answer).toMatch(/^HTTP\/1\.1 408 /);
-      expect(heldMs).toBeGreaterThanOrEqual(450);
-      expect(heldMs).toBeLessThan(2_000);
+      // Cut by this bound (checked every quarter of it), not by another one (the default is 60 s):
+      // within a few multiples of it, however loaded the machine.
+      expect(heldMs).toBeGreaterThanOrEqual(requestTimeoutMs * 0.9);
+      expect(heldMs).toBeLessThan(requestTimeoutMs * 8);
     }
     expect(workers[0]!.stats.requests).toBe(0);
     // The bound is on receiving the request, not on the answer: a 1.2 s stream ends whole.
@@ -318,6 +321,7 @@ describe('usage chunks after a mid-stream resume, with API keys', () => {
       workers[0]!.stats.requests,
     );
     // A client that asks for usage gets one usage chunk, summed over the attempts.
+    const resumesBefore = await metric(gateway.url, 'sluice_stream_resumes_total', { outcome: 'resumed' });
     const asked = await post(
       `${gateway.url}/v1/chat/completions`,
       chatBody({ stream: true, max_tokens: 8, stream_options: { include_usage: true } }),
@@ -326,6 +330,12 @@ describe('usage chunks after a mid-stream resume, with API keys', () => {
     const usageChunks = chunksOf(asked.text).filter((c) => c.usage != null);
     expect(usageChunks).toHaveLength(1);
     expect(usageChunks[0]!.usage).toMatchObject({ completion_tokens: 8 });
+    // It was resumed: it started on w0, which broke after 3 tokens, and went on on w1.
+    expect(workers[0]!.stats.requestIds).toContain('u-asked');
+    expect(workers[1]!.stats.requestIds).toContain('u-asked-resume1');
+    expect(await metric(gateway.url, 'sluice_stream_resumes_total', { outcome: 'resumed' })).toBe(
+      resumesBefore + 1,
+    );
     // The key was charged for every request all the same.
     const usage = (await (await fetch(`${gateway.url}/admin/keys/${id}/usage`)).json()) as {
       requests: number;
