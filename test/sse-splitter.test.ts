@@ -174,15 +174,26 @@ describe('SseSplitter is linear and bounded', () => {
   });
 
   it('scans an endless line once: 8 MiB in 1 KiB reads under a 16 MiB bound costs about one pass', () => {
-    // Counted, not timed: the bytes held are never joined or rescanned before the event ends.
+    // Counted, not timed: every byte the splitter searches (Buffer#indexOf, from where it starts
+    // to where it stops) and every byte it joins (Buffer.concat). The line's bytes are looked for
+    // a CR and for an LF once each, never again as more of it arrives, and joined once at its end.
     const splitter = new SseSplitter(16 * 1024 * 1024);
     const piece = Buffer.alloc(1024, 0x62);
     const concat = Buffer.concat;
+    const indexOf = Buffer.prototype.indexOf;
     let joined = 0;
+    let scanned = 0;
     Buffer.concat = ((list: readonly Uint8Array[], total?: number) => {
       joined += total ?? list.reduce((n, b) => n + b.length, 0);
       return concat(list, total);
     }) as typeof Buffer.concat;
+    Buffer.prototype.indexOf = function (this: Buffer, value: never, from?: never, encoding?: never) {
+      const found = indexOf.call(this, value, from, encoding);
+      const start = typeof from === 'number' ? from : 0;
+      scanned += (found === -1 ? this.length : found + 1) - start;
+      return found;
+    } as typeof Buffer.prototype.indexOf;
+    const total = 8192 * piece.length;
     try {
       for (let i = 0; i < 8192; i++) splitter.push(piece, () => {});
       const events: string[] = [];
@@ -192,7 +203,11 @@ describe('SseSplitter is linear and bounded', () => {
       expect(events).toEqual(['bb\n\n']);
     } finally {
       Buffer.concat = concat;
+      Buffer.prototype.indexOf = indexOf;
     }
-    expect(joined).toBeLessThanOrEqual(8 * 1024 * 1024 + 2);
+    // Two searches (CR, LF) over each byte once; a rescan of what is held would be ~8192 / 2 passes.
+    expect(scanned).toBeGreaterThanOrEqual(total);
+    expect(scanned).toBeLessThanOrEqual(2 * total + 16);
+    expect(joined).toBeLessThanOrEqual(total + 2);
   });
 });
