@@ -12,7 +12,8 @@ describe('dashboard history without a viewer', () => {
     const [worker] = await fixture.mocks(1, { tokensPerSecond: 0 });
     const gateway = await fixture.gateway({ workers: [{ url: worker!.url }] });
     // Nobody has opened the page: traffic for a few seconds.
-    const until = Date.now() + 3_500;
+    const started = Date.now();
+    const until = started + 3_500;
     while (Date.now() < until) {
       await post(`${gateway.url}/v1/chat/completions`, chatBody({ stream: true }));
       await new Promise((resolve) => setTimeout(resolve, 50));
@@ -20,9 +21,13 @@ describe('dashboard history without a viewer', () => {
     const snapshot = (await (await fetch(`${gateway.url}/dashboard/data`)).json()) as {
       series: { t: number[]; models: { model: string; rps: (number | null)[] }[] };
       gateway: { pid: number; processes: number };
+      intervalMs: number;
     };
-    // Several points from before the first look, with a rate in them.
-    expect(snapshot.series.t.length).toBeGreaterThanOrEqual(3);
+    // A point per tick from before the first look (as many as the time that passed holds, less
+    // the tick in progress), with a rate in them.
+    const ticks = Math.floor((Date.now() - started) / snapshot.intervalMs);
+    expect(ticks).toBeGreaterThanOrEqual(3);
+    expect(snapshot.series.t.length).toBeGreaterThanOrEqual(ticks - 1);
     const rps = snapshot.series.models
       .find((m) => m.model === 'mock-model')!
       .rps.filter((v): v is number => v !== null && v > 0);
@@ -35,10 +40,14 @@ describe('dashboard history without a viewer', () => {
     const [worker] = await fixture.mocks(1);
     const gateway = await fixture.gateway({ workers: [{ url: worker!.url }] });
     // No poll, no subscriber: a timer that ran only while watched would have nothing yet.
+    const started = Date.now();
     await new Promise((resolve) => setTimeout(resolve, 2_600));
     const first = (await (await fetch(`${gateway.url}/dashboard/data`)).json()) as {
       series: { t: number[] };
+      intervalMs: number;
     };
-    expect(first.series.t.length).toBeGreaterThanOrEqual(3);
+    const ticks = Math.floor((Date.now() - started) / first.intervalMs);
+    expect(ticks).toBeGreaterThanOrEqual(2);
+    expect(first.series.t.length).toBeGreaterThanOrEqual(ticks);
   });
 });

@@ -1,5 +1,5 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, symlinkSync } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -21,8 +21,22 @@ describe('npm pack + npm install -g + sluice serve', () => {
   }, 120_000);
 
   it('installs from the tarball and serves the embedded model', { timeout: 420_000 }, async () => {
-    if (!existsSync('dist/cli/main.js')) execFileSync('npm', ['run', 'build'], { stdio: 'ignore' });
+    // Built from this checkout's sources in a copy of its own: a dist/ left in the checkout (an
+    // older build, files of sources since removed) is never what gets packed.
+    const source = join(dir, 'source');
+    for (const entry of [
+      'package.json',
+      'package-lock.json',
+      'README.md',
+      'src',
+      'tsconfig.json',
+      'tsconfig.build.json',
+    ])
+      cpSync(entry, join(source, entry), { recursive: true });
+    symlinkSync(join(process.cwd(), 'node_modules'), join(source, 'node_modules'), 'dir');
+    execFileSync('npm', ['run', 'build'], { cwd: source, stdio: 'ignore' });
     const packed = execFileSync('npm', ['pack', '--ignore-scripts', '--pack-destination', dir], {
+      cwd: source,
       encoding: 'utf8',
       stdio: ['ignore', 'pipe', 'ignore'],
     })
@@ -55,17 +69,35 @@ describe('npm pack + npm install -g + sluice serve', () => {
       url = /"url":"(http:\/\/127\.0\.0\.1:\d+)","workers"/.exec(output)?.[1] ?? '';
       return url !== '';
     }, 90_000);
-    const res = await fetch(`${url}/v1/chat/completions`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({
-        model: 'sluice-tiny',
-        max_tokens: 8,
-        messages: [{ role: 'user', content: 'hi' }],
-      }),
-    });
+    const ask = (stream: boolean) =>
+      fetch(`${url}/v1/chat/completions`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({
+          model: 'sluice-tiny',
+          max_tokens: 8,
+          stream,
+          messages: [{ role: 'user', content: 'hi' }],
+        }),
+      });
+    const res = await ask(false);
     expect(res.status).toBe(200);
-    const body = (await res.json()) as { choices: { message: { content: string } }[] };
-    expect(typeof body.choices[0]!.message.content).toBe('string');
+    const body = (await res.json()) as {
+      model: string;
+      choices: { message: { role: string; content: string }; finish_reason: string }[];
+      usage: { prompt_tokens: number; completion_tokens: number };
+    };
+    // An answer of the embedded engine (llama.cpp on the tiny model): text, a real finish, its usage.
+    expect(body.model).toBe('sluice-tiny');
+    expect(body.choices[0]!.message.role).toBe('assistant');
+    expect(body.choices[0]!.message.content.length).toBeGreaterThan(0);
+    expect(['stop', 'length']).toContain(body.choices[0]!.finish_reason);
+    expect(body.usage.prompt_tokens).toBeGreaterThan(0);
+    expect(body.usage.completion_tokens).toBeGreaterThan(0);
+    expect(body.usage.completion_tokens).toBeLessThanOrEqual(8);
+    // And a stream of it, to its end.
+    const streamed = await (await ask(true)).text();
+    expect(streamed.trimEnd().endsWith('data: [DONE]')).toBe(true);
+    expect(streamed).toContain('"finish_reason":"');
   });
 });
