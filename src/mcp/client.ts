@@ -444,14 +444,9 @@ export class McpTimeout extends Error {
 }
 
 /** Races a promise against a timeout and an abort signal (the SDK's own timeout does not cover connect). */
-export function withTimeout<T>(
-  promise: Promise<T>,
-  ms: number,
-  signal: AbortSignal,
-  timeout: () => Error = () => new McpTimeout(ms),
-): Promise<T> {
+function withTimeout<T>(promise: Promise<T>, ms: number, signal: AbortSignal): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(() => done(() => reject(timeout())), ms);
+    const timer = setTimeout(() => done(() => reject(new McpTimeout(ms))), ms);
     const onAbort = () => done(() => reject(signal.reason ?? new Error('aborted')));
     const done = (fn: () => void) => {
       clearTimeout(timer);
