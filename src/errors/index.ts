@@ -1,5 +1,6 @@
 export * from './base.js';
 export * from './http-errors.js';
+export * from './mcp-errors.js';
 export * from './storage-errors.js';
 export * from './stream-errors.js';
 export * from './upstream-errors.js';

@@ -2,16 +2,28 @@ import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
 import type { McpTool } from './client.js';
 
+/** Most characters of tool definitions kept in the cache, all servers together. */
+const MAX_CACHED_CHARS = 64 * 1024 * 1024;
+
 /**
  * Tool lists per MCP server, reused for `mcp.toolCacheMs`. The key is the server URL and a hash
  * of the headers sent to it (a server may list different tools to different credentials); the
- * headers themselves are never kept. Bounded to 256 servers.
+ * headers themselves are never kept. Bounded to 256 servers and 64 Mi characters of definitions
+ * (one list is bounded by mcp.maxToolsPerServer x mcp.maxToolBytes).
  */
 export class McpToolCache {
   private readonly cache: LRUCache<string, McpTool[]> | undefined;
 
   constructor(ttlMs: number) {
-    this.cache = ttlMs > 0 ? new LRUCache<string, McpTool[]>({ max: 256, ttl: ttlMs }) : undefined;
+    this.cache =
+      ttlMs > 0
+        ? new LRUCache<string, McpTool[]>({
+            max: 256,
+            ttl: ttlMs,
+            maxSize: MAX_CACHED_CHARS,
+            sizeCalculation: (tools) => Math.max(1, JSON.stringify(tools).length),
+          })
+        : undefined;
   }
 
   static key(url: string, headers: Record<string, string>): string {

@@ -1,6 +1,7 @@
 import { InvalidRequest, NotFound } from '../errors/http-errors.js';
 import type { Store, StoredResponse } from '../storage/types.js';
 import { type Caller, visibleTo } from './ownership.js';
+import { markMade } from './provenance.js';
 import type { CreateResponseRequest } from './request-schema.js';
 import type { InputItem, OutputItem } from './types.js';
 
@@ -17,6 +18,8 @@ export interface ResolvedContext {
 function itemsOf(response: StoredResponse): (InputItem | OutputItem)[] {
   const input = JSON.parse(response.inputItemsJson) as InputItem[];
   const output = (JSON.parse(response.json) as { output?: OutputItem[] }).output ?? [];
+  // What a stored response output, the gateway made; its input, the client sent.
+  markMade(output);
   return [...input, ...output];
 }
 

@@ -80,6 +80,8 @@ const TEXT_EVENTS = {
 export type TerminalKind =
   | { kind: 'finished'; finishReason: string | undefined }
   | { kind: 'failed'; code: string; message: string }
+  /** Cut short by a bound of the gateway (the MCP tool loop's turns): `incomplete_details.reason`. */
+  | { kind: 'incomplete'; reason: string }
   | { kind: 'cancelled' };
 
 export interface BuiltEvent {
@@ -217,6 +219,10 @@ export class ResponseBuilder {
         status = 'completed';
         type = 'response.completed';
       }
+    } else if (end.kind === 'incomplete') {
+      status = 'incomplete';
+      type = 'response.incomplete';
+      this.response.incomplete_details = { reason: end.reason };
     } else if (end.kind === 'failed') {
       status = 'failed';
       type = 'response.failed';

@@ -1,3 +1,4 @@
+import { mcpSettingsSchema } from '../config/schema.js';
 import type { Dispatcher, DispatchRequest, OpenedStream } from '../dispatch/dispatcher.js';
 import { ResumableStream, type ResumePlan } from '../dispatch/resumable-stream.js';
 import type { SluiceError } from '../errors/base.js';
@@ -51,13 +52,7 @@ export interface Terminal {
 }
 
 /** Without MCP settings, no MCP server is allowed. */
-const NO_MCP = new McpTools({
-  allowedServers: [],
-  maxToolCalls: 1,
-  callTimeoutMs: 1,
-  totalTimeoutMs: 1,
-  toolCacheMs: 0,
-});
+const NO_MCP = new McpTools(mcpSettingsSchema.parse({ allowedServers: [], toolCacheMs: 0 }));
 
 /** How often a background run writes its progress (and reads a cancel request). */
 const PROGRESS_INTERVAL_MS = 250;

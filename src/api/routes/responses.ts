@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { ClientDisconnected, GatewayShuttingDown, InvalidRequest } from '../../errors/http-errors.js';
+import { GatewayShuttingDown, InvalidRequest } from '../../errors/http-errors.js';
 import type { RequestTrace } from '../../observability/tracing.js';
 import { listObject, pageOf, pageRequest } from '../../responses/pagination.js';
 import { createResponseSchema } from '../../responses/request-schema.js';
@@ -123,14 +123,9 @@ export function responsesCreate(
         caller: grant?.key.id ?? null,
       });
       trace?.response({ id: prepared.response.id, model: prepared.response.model });
-      // While the MCP loop waits on a tool nothing is written, so a client that went away is seen
-      // only by its socket's end (Node keeps a half-closed socket until the response is written).
-      const socket = reply.raw.socket;
-      if (prepared.mcp && !body.background && socket) {
-        const onEnd = () => controller.abort(new ClientDisconnected());
-        socket.once('end', onEnd);
-        reply.raw.once('close', () => socket.off('end', onEnd));
-      }
+      // A client's FIN is not its leaving (it may have half-closed after sending): while the MCP
+      // loop waits on a tool, the server's half-close probes (api/server.ts) find a client that is
+      // gone, and its socket's close aborts the request (abortWhenClientLeaves).
       if (body.background) {
         const { run, queuedJson } = await service.startBackground(prepared);
         if (!body.stream) {
