@@ -75,7 +75,9 @@ export class Gateway {
     const health = new HealthChecker(registry, config.health, log);
     const requests = new RequestRegistry();
     const dispatcher = new Dispatcher(config, settings, registry, router, requests, health, metrics, log);
-    const store = openStore(config);
+    const store = openStore(config, (operation) =>
+      metrics.storeRetries.inc({ backend: 'postgres', operation }),
+    );
     this.lease = store && new ReplicaLease(store, config.responses, log);
     this.orphans = store && new OrphanSweeper(store, config.responses.sweepIntervalMs, log);
     this.context = {
@@ -210,7 +212,10 @@ export class Gateway {
 }
 
 /** The configured store, not yet migrated; undefined with `storage.kind: none`. */
-export function openStore(config: SluiceConfig): (Store & KeyStore) | undefined {
+export function openStore(
+  config: SluiceConfig,
+  onRetry?: (operation: string) => void,
+): (Store & KeyStore) | undefined {
   const { storage } = config;
   if (storage.kind === 'none') return undefined;
   if (storage.kind === 'postgres')
@@ -219,6 +224,7 @@ export function openStore(config: SluiceConfig): (Store & KeyStore) | undefined 
       url: storage.url!,
       schema: storage.schema,
       writeRetryMs: storage.writeRetryMs,
+      onRetry,
     });
   const path = storage.path ?? join(config.dataDir, 'sluice.db');
   return createStore({ kind: 'sqlite', path, busyTimeoutMs: storage.busyTimeoutMs });

@@ -13,11 +13,13 @@ import { chatStream, type ResponseEvent, responseEvents } from './helpers/respon
 import { startTcpProxy, type TcpProxy } from './helpers/tcp-proxy.js';
 
 /**
- * PostgreSQL unreachable under a running gateway (every connection cut by a TCP proxy, new
- * ones refused), and at start-up. Streams in flight end with a terminal event, background
- * responses never stay in progress, requests that need storage meanwhile get a quick 503, and
- * the gateway serves again once the database is back.
+ * PostgreSQL unreachable under a running gateway, and at start-up. Mid-run, two outages through
+ * a TCP proxy: a loud one (every connection cut, new ones refused) and a silent one (packets
+ * dropped: connections hang, nothing is refused). Streams in flight end with a terminal event,
+ * background responses never stay in progress, requests that need storage meanwhile get a
+ * 503 while the outage lasts, and the gateway serves again once the database is back.
  */
+const OUTAGE_MS = 3_000;
 
 const schemas: string[] = [];
 const admin = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
@@ -52,7 +54,7 @@ async function stored(gateway: Gateway, id: string): Promise<StoredObject | unde
   return res.status === 200 ? ((await res.json()) as StoredObject) : undefined;
 }
 
-describe('PostgreSQL unreachable mid-run', () => {
+describe.each(['cut', 'silence'] as const)('PostgreSQL unreachable mid-run (%s)', (mode) => {
   const fx = perTest();
   let proxy: TcpProxy;
   beforeAll(async () => {
@@ -89,23 +91,37 @@ describe('PostgreSQL unreachable mid-run', () => {
     return { gateway, streamed, backgroundId: queued.id };
   }
 
-  it('a 3 s cut: the stream in flight completes (its write retried), the background response completes, a read meanwhile is a quick 503', async () => {
+  it('a 3 s outage: the stream in flight completes (its write made during the outage), the background response completes, a read meanwhile is a 503 before the outage ends', async () => {
     const { gateway, streamed, backgroundId } = await setup();
-    await proxy.cut();
+    // Every final write of a response, with when it started and ended.
+    const store = gateway.context.store!;
+    const finishes: { startedAt: number; endedAt?: number }[] = [];
+    const finish = store.finishResponse.bind(store);
+    store.finishResponse = async (ending) => {
+      const call: { startedAt: number; endedAt?: number } = { startedAt: Date.now() };
+      finishes.push(call);
+      try {
+        return await finish(ending);
+      } finally {
+        call.endedAt = Date.now();
+      }
+    };
+    await proxy[mode]();
     const cutAt = Date.now();
 
-    // Meanwhile: a read that needs storage fails fast and typed; health and chat need none.
+    // Meanwhile: a read that needs storage fails typed, while the outage lasts; health and chat need none.
     const readStarted = Date.now();
     const read = await fetch(`${gateway.url}/v1/responses/${backgroundId}`);
     const readMs = Date.now() - readStarted;
     expect(read.status).toBe(503);
     expect(read.headers.get('retry-after')).toBe('1');
     expect(((await read.json()) as { error: { code: string } }).error.code).toBe('store_unavailable');
-    expect(readMs).toBeLessThan(2_500);
+    expect(readMs).toBeLessThan(OUTAGE_MS);
     expect((await fetch(`${gateway.url}/health`)).status).toBe(200);
     expect(await chatStream(gateway.url)).toMatch(/"finish_reason":"stop"[\s\S]*data: \[DONE\]\n\n$/);
 
-    await sleep(3_000 - (Date.now() - cutAt));
+    await sleep(OUTAGE_MS - (Date.now() - cutAt));
+    const restoredAt = Date.now();
     await proxy.restore();
 
     const events = responseEvents((await streamed).text);
@@ -115,6 +131,17 @@ describe('PostgreSQL unreachable mid-run', () => {
     expect((await stored(gateway, id))?.status).toBe('completed');
     await eventually(async () => (await stored(gateway, backgroundId))?.status === 'completed', 10_000);
     expect(await metricOrZero(gateway.url, 'sluice_store_write_failures_total')).toBe(0);
+    // The final writes hit the outage: begun while it lasted, done once it was over. A cut
+    // refuses each attempt (retried: counted); a silence holds the first one until the path heals.
+    const hit = finishes.filter((c) => c.startedAt < restoredAt && c.endedAt! >= restoredAt);
+    expect(hit.length).toBeGreaterThanOrEqual(1);
+    if (mode === 'cut')
+      expect(
+        await metric(gateway.url, 'sluice_store_retries_total', {
+          backend: 'postgres',
+          operation: 'finishResponse',
+        }),
+      ).toBeGreaterThanOrEqual(1);
 
     // The pool recovered: a new stored response goes through.
     const after = (await post(`${gateway.url}/v1/responses`, { model: 'mock-model', input: 'y' })).json() as {
@@ -125,9 +152,10 @@ describe('PostgreSQL unreachable mid-run', () => {
     expect((await stored(gateway, after.id))?.status).toBe('completed');
   }, 30_000);
 
-  it('a cut longer than the write retries: store_write_failed terminals, the background response stored failed once the database is back', async () => {
-    const { gateway, streamed, backgroundId } = await setup({ writeRetryMs: 1_000 });
-    await proxy.cut();
+  it('an outage longer than the write retries: store_write_failed terminals, the background response stored failed once the database is back', async () => {
+    const writeRetryMs = 1_000;
+    const { gateway, streamed, backgroundId } = await setup({ writeRetryMs });
+    await proxy[mode]();
 
     // A new background response needs its queued row first: a 503 after the write retries, no hang.
     const started = Date.now();
@@ -138,7 +166,9 @@ describe('PostgreSQL unreachable mid-run', () => {
     });
     expect(refused.status).toBe(503);
     expect((refused.json() as { error: { code: string } }).error.code).toBe('store_unavailable');
-    expect(Date.now() - started).toBeLessThan(3_000);
+    // Within a few of its retry windows (each attempt is bounded by what is left of the window,
+    // at least a second), not the query timeout (15 s) a silent server would otherwise cost.
+    expect(Date.now() - started).toBeLessThan(writeRetryMs * 4);
 
     const last: ResponseEvent = responseEvents((await streamed).text).at(-1)!;
     expect(last.name).toBe('response.failed');

@@ -258,6 +258,13 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly storeRetries = new Counter({
+    name: 'sluice_store_retries_total',
+    help: 'Store operations tried again after an attempt failed while the database was unreachable, by backend and operation.',
+    labelNames: ['backend', 'operation'] as const,
+    registers: [this.registry],
+  });
+
   private knowsModel: (model: string) => boolean = () => false;
 
   /** The folded observers of the route and model histograms: histogram, then route, then model. */

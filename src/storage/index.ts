@@ -4,7 +4,13 @@ import type { KeyStore, Store } from './types.js';
 
 export type StoreOptions =
   | { kind: 'sqlite'; path: string; busyTimeoutMs?: number | undefined }
-  | { kind: 'postgres'; url: string; schema?: string; writeRetryMs?: number | undefined };
+  | {
+      kind: 'postgres';
+      url: string;
+      schema?: string;
+      writeRetryMs?: number | undefined;
+      onRetry?: ((operation: string) => void) | undefined;
+    };
 
 /** Opens the configured backend; call `migrate()` before using it. Both backends also keep API keys. */
 export function createStore(options: StoreOptions): Store & KeyStore {
@@ -12,7 +18,11 @@ export function createStore(options: StoreOptions): Store & KeyStore {
     case 'sqlite':
       return new SqliteStore(options.path, { busyTimeoutMs: options.busyTimeoutMs });
     case 'postgres':
-      return new PostgresStore(options.url, { schema: options.schema, writeRetryMs: options.writeRetryMs });
+      return new PostgresStore(options.url, {
+        schema: options.schema,
+        writeRetryMs: options.writeRetryMs,
+        onRetry: options.onRetry,
+      });
   }
 }
 

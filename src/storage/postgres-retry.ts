@@ -40,6 +40,8 @@ export function retryPolicy(operation: string): RetryPolicy {
 export interface RetryWindows {
   readMs: number;
   writeMs: number;
+  /** Told of each retry (an attempt failed and another follows), e.g. to count it. */
+  onRetry?: ((operation: string) => void) | undefined;
 }
 
 const FIRST_DELAY_MS = 50;
@@ -52,11 +54,14 @@ const NEVER_SENT =
 /**
  * Runs `attempt` (which throws mapped StoreErrors) under `operation`'s policy. `alreadyDone`
  * is the result to return when an `insert` finds its own earlier, unacknowledged write.
+ * `attempt` is given the window's end (Unix ms): an attempt must not outlast it, or a server
+ * that stopped answering without closing anything (packets dropped) would hold the caller for
+ * the whole query timeout instead of the window.
  */
 export async function withRetry<T>(
   operation: string,
   windows: RetryWindows,
-  attempt: () => Promise<T>,
+  attempt: (until: number) => Promise<T>,
   alreadyDone: () => T,
 ): Promise<T> {
   const policy = retryPolicy(operation);
@@ -65,7 +70,7 @@ export async function withRetry<T>(
   let unacknowledged = false;
   for (;;) {
     try {
-      return await attempt();
+      return await attempt(until);
     } catch (err) {
       const error = err as StoreError;
       if (error.code === 'store_duplicate' && unacknowledged && policy === 'insert') return alreadyDone();
@@ -78,6 +83,7 @@ export async function withRetry<T>(
       )
         throw error;
       if (sent) unacknowledged = true;
+      windows.onRetry?.(operation);
       await new Promise((resolve) => setTimeout(resolve, delay));
       delay = Math.min(delay * 2, MAX_DELAY_MS);
     }

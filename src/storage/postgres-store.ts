@@ -44,10 +44,25 @@ export interface PostgresStoreOptions {
   readRetryMs?: number | undefined;
   /** A query that takes longer fails with store_unavailable, in ms (default 15000): nothing hangs. */
   queryTimeoutMs?: number | undefined;
+  /** Told of each retried operation (the `sluice_store_retries_total` metric). */
+  onRetry?: ((operation: string) => void) | undefined;
 }
 
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
 const ignore = (): void => {};
+
+/** A statement with its own read timeout: pg honours `query_timeout` per query (not in @types/pg). */
+type TimedQuery = pg.QueryConfig & { query_timeout: number };
+
+/**
+ * Whether a failed statement leaves its connection unusable: any failure that is not the
+ * server's own answer (an SQLSTATE), such as a timed-out statement whose answer may still come,
+ * or a connection that broke. Such a connection is destroyed, never put back in the pool.
+ */
+function brokenConnection(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  return !(typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code));
+}
 
 /** The shared store for several gateway replicas. */
 export class PostgresStore implements Store, KeyStore {
@@ -56,6 +71,7 @@ export class PostgresStore implements Store, KeyStore {
   private readonly schema: string | undefined;
   private closed = false;
   private readonly retry: RetryWindows;
+  private readonly queryTimeoutMs: number;
 
   constructor(url: string, options: PostgresStoreOptions = {}) {
     const { schema } = options;
@@ -63,7 +79,12 @@ export class PostgresStore implements Store, KeyStore {
       throw new TypeError(`Invalid PostgreSQL schema name ${JSON.stringify(schema)}: use a-z, 0-9 and _.`);
     }
     this.schema = schema;
-    this.retry = { readMs: options.readRetryMs ?? 1_000, writeMs: options.writeRetryMs ?? 4_000 };
+    this.retry = {
+      readMs: options.readRetryMs ?? 1_000,
+      writeMs: options.writeRetryMs ?? 4_000,
+      onRetry: options.onRetry,
+    };
+    this.queryTimeoutMs = options.queryTimeoutMs ?? 15_000;
     this.pool = new pg.Pool({
       connectionString: url,
       connectionTimeoutMillis: options.connectionTimeoutMillis ?? 5000,
@@ -298,10 +319,17 @@ export class PostgresStore implements Store, KeyStore {
     sql: string,
     values: unknown[],
   ): Promise<pg.QueryResult<R>> {
-    const attempt = async () => {
+    const attempt = async (until: number) => {
+      const client = await this.checkout(operation, until);
       try {
-        return await this.pool.query<R>(sql, values);
+        const config: TimedQuery = { text: sql, values, query_timeout: this.timeoutUntil(until) };
+        const result = await client.query<R>(config);
+        client.off('error', ignore);
+        client.release();
+        return result;
       } catch (err) {
+        client.off('error', ignore);
+        client.release(brokenConnection(err));
         throw fromPostgresError(operation, err);
       }
     };
@@ -314,38 +342,82 @@ export class PostgresStore implements Store, KeyStore {
     return withRetry(
       operation,
       this.retry,
-      () => this.transactionOnce(operation, work),
+      (until) => this.transactionOnce(operation, work, until),
       () => true as T,
     );
+  }
+
+  /**
+   * The bound of one statement: the query timeout, cut to what is left of the retry window (at
+   * least a second, so that a slow but answering server is not taken for a lost one). A statement
+   * past it fails `Query read timeout` (store_unavailable) and its connection is destroyed.
+   */
+  private timeoutUntil(until: number): number {
+    return Math.max(1_000, Math.min(this.queryTimeoutMs, until - Date.now()));
+  }
+
+  /**
+   * A connection of the pool, waited for until the window ends at the latest (pg-pool's own
+   * connect timeout is one number for every caller). A checkout given up on goes back to the
+   * pool when it completes. The client's 'error' events are ignored while it is checked out:
+   * a connection lost between two statements would otherwise be unhandled; the failing
+   * statement reports it.
+   */
+  private async checkout(operation: string, until: number): Promise<pg.PoolClient> {
+    const pending = this.pool.connect();
+    let timer: NodeJS.Timeout | undefined;
+    const expired = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error('timeout exceeded when trying to connect')),
+        Math.max(1_000, until - Date.now()),
+      );
+    });
+    try {
+      const client = await Promise.race([pending, expired]);
+      client.on('error', ignore);
+      return client;
+    } catch (err) {
+      pending.then((client) => client.release(), ignore);
+      throw fromPostgresError(operation, err);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private async transactionOnce<T>(
     operation: string,
     work: (client: pg.PoolClient) => Promise<T>,
+    until: number,
   ): Promise<T> {
-    let client: pg.PoolClient;
+    const client = await this.checkout(operation, until);
+    // Every statement of the transaction is bounded by the window (see timeoutUntil).
+    const query = client.query.bind(client) as (config: TimedQuery) => Promise<pg.QueryResult>;
+    const bounded = new Proxy(client, {
+      get: (target, key, receiver) =>
+        key === 'query'
+          ? (text: string | pg.QueryConfig, values?: unknown[]) =>
+              query({
+                ...(typeof text === 'string' ? { text, values } : text),
+                query_timeout: this.timeoutUntil(until),
+              })
+          : Reflect.get(target, key, receiver),
+    });
     try {
-      client = await this.pool.connect();
-    } catch (err) {
-      throw fromPostgresError(operation, err);
-    }
-    // A checked-out client has no pool listener: a connection lost between two queries would
-    // otherwise be an unhandled 'error' event. The failing query reports it.
-    client.on('error', ignore);
-    try {
-      await client.query('BEGIN');
-      const result = await work(client);
-      await client.query('COMMIT');
+      await bounded.query('BEGIN');
+      const result = await work(bounded);
+      await bounded.query('COMMIT');
       client.off('error', ignore);
       client.release();
       return result;
     } catch (err) {
-      const rolledBack = await client.query('ROLLBACK').then(
-        () => true,
-        () => false,
-      );
+      const rolledBack =
+        !brokenConnection(err) &&
+        (await bounded.query('ROLLBACK').then(
+          () => true,
+          () => false,
+        ));
       client.off('error', ignore);
-      // A client whose rollback failed is in an unknown state: destroy it rather than reuse it.
+      // A client whose rollback failed (or was not tried) is in an unknown state: destroy it.
       client.release(!rolledBack);
       throw fromPostgresError(operation, err);
     }
