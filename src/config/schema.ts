@@ -23,6 +23,22 @@ const httpUrl = z.url({
   },
 });
 
+/** A web origin (scheme, host and port: `https://app.example`), kept as the URL standard serialises it. */
+const origin = z
+  .string()
+  .refine(
+    (value) => {
+      if (!URL.canParse(value)) return false;
+      const url = new URL(value);
+      return /^https?:$/.test(url.protocol) && url.pathname === '/' && !url.search && !url.hash;
+    },
+    {
+      error: (issue) =>
+        `'${String(issue.input)}' is not an origin: write scheme://host[:port], such as https://app.example`,
+    },
+  )
+  .transform((value) => new URL(value).origin);
+
 const timeoutsShape = {
   /** Time to the upstream response headers (the engine accepted the request). */
   headersMs: positiveInt,
@@ -260,6 +276,16 @@ export const configSchema = z.strictObject({
           maxStreams: positiveInt.default(16),
           /** `response.create` messages waiting on one stream behind the one it runs. */
           maxQueuedPerStream: positiveInt.default(16),
+          /**
+           * Origins (`https://app.example`) whose web pages may open a connection. An upgrade
+           * request with an `Origin` header (a browser's) is refused with 403 `origin_not_allowed`
+           * unless its origin is listed; one without (a non-browser client) is not concerned.
+           */
+          allowedOrigins: z.array(origin).default([]),
+          /** Connections open at once, in all; past it an upgrade is refused with 503 `websocket_capacity_reached`. */
+          maxConnections: positiveInt.default(1024),
+          /** Connections open at once from one client address; past it an upgrade is refused with 429 `too_many_connections`. */
+          maxConnectionsPerClient: positiveInt.default(64),
         })
         .prefault({}),
     })

@@ -5,3 +5,4 @@ export * from './storage-errors.js';
 export * from './stream-errors.js';
 export * from './upstream-errors.js';
 export * from './utility-errors.js';
+export * from './websocket-errors.js';

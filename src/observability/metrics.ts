@@ -271,6 +271,13 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly websocketRefusals = new Counter({
+    name: 'sluice_websocket_upgrades_refused_total',
+    help: 'WebSocket upgrades refused before the 101, by reason (origin, connections, client_connections).',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
   private knowsModel: (model: string) => boolean = () => false;
 
   /** The folded observers of the route and model histograms: histogram, then route, then model. */
