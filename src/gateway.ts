@@ -16,6 +16,7 @@ import { Tracing } from './observability/tracing.js';
 import { ConversationsService } from './responses/conversations.js';
 import { McpTools } from './responses/mcp-loop.js';
 import { OrphanSweeper } from './responses/orphan-sweeper.js';
+import { PdfReader } from './responses/pdf-reader.js';
 import { ResponsesService } from './responses/service.js';
 import { createStore } from './storage/index.js';
 import { ReplicaLease } from './storage/replica-lease.js';
@@ -96,6 +97,7 @@ export class Gateway {
         replicaId: this.lease?.id,
         orphans: this.orphans,
         mcp: new McpTools(config.mcp, log),
+        pdf: new PdfReader(config.files.pdf, metrics, log),
       }),
       conversations: new ConversationsService(store),
       tracing: Tracing.fromConfig(config, log),

@@ -75,6 +75,32 @@ describe('configuration', () => {
     expect(() => loadConfig({ config: '/no/such/file.yaml' }, {})).toThrow(/Cannot read config file/);
     expect(() => loadConfig({ config: yamlFile('a: [') }, {})).toThrow(/not valid YAML/);
   });
+
+  it('takes WebSocket allowed origins as origins (normalised), refusing a URL with a path', () => {
+    const file = yamlFile(
+      'responses: { websocket: { allowedOrigins: [HTTPS://App.Example/, "http://127.0.0.1:3000"] } }',
+    );
+    expect(loadConfig({ config: file }, {}).responses.websocket.allowedOrigins).toEqual([
+      'https://app.example',
+      'http://127.0.0.1:3000',
+    ]);
+    const bad = yamlFile(
+      'responses: { websocket: { allowedOrigins: [https://app.example/page, app.example] } }',
+    );
+    expect(() => loadConfig({ config: bad }, {})).toThrow(/allowedOrigins\.0[\s\S]*allowedOrigins\.1/);
+    expect(loadConfig({}, {}).responses.websocket).toMatchObject({
+      allowedOrigins: [],
+      maxConnections: 1024,
+      maxConnectionsPerClient: 64,
+    });
+    expect(loadConfig({}, {}).files.pdf).toEqual({
+      timeoutMs: 10_000,
+      maxMemoryMb: 256,
+      concurrency: 2,
+      maxQueued: 64,
+      cacheMb: 64,
+    });
+  });
 });
 
 describe('command line', () => {

@@ -1,9 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Gateway } from '../src/gateway.js';
 import type { MockWorker } from '../src/mock/mock-worker.js';
-import { post, startGateway, startMocks } from './helpers/gateway.js';
-
-import { minimalPdf } from './helpers/pdf.js';
+import { metric, metricOrZero, perTest, post, startGateway, startMocks } from './helpers/gateway.js';
+import { flatePdf, minimalPdf } from './helpers/pdf.js';
 
 const dataUrl = (media: string, text: string | Buffer) =>
   `data:${media};base64,${Buffer.from(text).toString('base64')}`;
@@ -158,4 +157,177 @@ describe('input_file content parts', () => {
     expect(empty.status).toBe(400);
     expect(empty.json()).toMatchObject({ error: { code: 'missing_required_parameter' } });
   });
+});
+
+/**
+ * Polls the gateway's /health one request after another, `everyMs` apart, until stopped: how
+ * many were answered, and the highest RSS of this process (the gateway runs in it) meanwhile.
+ */
+function pollHealth(url: string, everyMs = 20) {
+  let stopped = false;
+  let answered = 0;
+  let peakRss = process.memoryUsage().rss;
+  const sampler = setInterval(() => {
+    peakRss = Math.max(peakRss, process.memoryUsage().rss);
+  }, 5);
+  const loop = (async () => {
+    while (!stopped) {
+      const res = await fetch(`${url}/health`);
+      await res.arrayBuffer();
+      answered++;
+      await new Promise((resolve) => setTimeout(resolve, everyMs));
+    }
+  })();
+  return {
+    get answered() {
+      return answered;
+    },
+    async stop() {
+      stopped = true;
+      await loop;
+      clearInterval(sampler);
+      return { answered, peakRss };
+    },
+  };
+}
+
+/** How long one /health poll of `pollHealth` takes, interval included, on an idle gateway (ms). */
+async function healthPollPeriod(url: string): Promise<number> {
+  const polls = pollHealth(url);
+  const started = performance.now();
+  while (polls.answered < 20) await new Promise((resolve) => setTimeout(resolve, 5));
+  const { answered } = await polls.stop();
+  return (performance.now() - started) / answered;
+}
+
+describe('PDFs built to be hard to read', () => {
+  const fx = perTest();
+  const MB = 1024 * 1024;
+
+  async function setup(pdf: Record<string, number>) {
+    const [worker] = (await fx.mocks(1)) as [MockWorker];
+    const gateway = await fx.gateway({ workers: [{ url: worker.url }], files: { pdf } });
+    return { worker, gateway };
+  }
+  const sendPdf = (gateway: Gateway, pdf: Buffer, filename: string, extra: Record<string, unknown> = {}) =>
+    post(`${gateway.url}/v1/responses`, {
+      model: 'mock-model',
+      input: [
+        {
+          role: 'user',
+          content: [
+            { type: 'input_text', text: 'Read this.' },
+            { type: 'input_file', filename, file_data: dataUrl('application/pdf', pdf) },
+          ],
+        },
+      ],
+      ...extra,
+    });
+
+  it('refuses a small PDF whose content stream inflates to 200 MB (400 file_too_complex), /health answering and memory bounded meanwhile', async () => {
+    const { worker, gateway } = await setup({ maxMemoryMb: 32, timeoutMs: 60_000 });
+    const inflated = 200 * MB;
+    const bomb = await flatePdf(' '.repeat(MB), inflated / MB);
+    expect(bomb.length).toBeLessThan(inflated / 200);
+    // Baselines: this process's memory (the gateway runs in it) at its highest while a normal
+    // PDF is read, and how often /health answers an idle gateway.
+    const warm = pollHealth(gateway.url);
+    const fine = await sendPdf(gateway, minimalPdf(['warm up']), 'fine.pdf');
+    expect(fine.status, fine.text).toBe(200);
+    const normal = (await warm.stop()).peakRss;
+    const period = await healthPollPeriod(gateway.url);
+    const polls = pollHealth(gateway.url);
+    const started = performance.now();
+    const res = await sendPdf(gateway, bomb, 'bomb.pdf');
+    const took = performance.now() - started;
+    const { answered, peakRss } = await polls.stop();
+    expect(res.status).toBe(400);
+    expect(res.json()).toMatchObject({
+      error: { code: 'file_too_complex', type: 'invalid_request_error', param: 'input' },
+    });
+    expect((res.json() as { error: { message: string } }).error.message).toContain(
+      "The PDF 'bomb.pdf' is too complex to read: reading it takes more than 32 MB of memory",
+    );
+    // /health was answered throughout, at least half as often as when idle.
+    expect(answered).toBeGreaterThanOrEqual((0.5 * took) / period);
+    // The gateway's memory never grew by the inflated size, nor by half of it, beyond what
+    // reading a normal PDF takes (a thread of its own: about 40 MB).
+    expect(peakRss - normal).toBeLessThan(inflated / 2);
+    expect(await metric(gateway.url, 'sluice_pdf_parses_total', { outcome: 'memory' })).toBe(1);
+    expect(worker.stats.requests).toBe(1);
+    // Sent again, the refusal is known by the file's hash: not read again.
+    const again = await sendPdf(gateway, bomb, 'bomb-again.pdf');
+    expect(again.json()).toMatchObject({ error: { code: 'file_too_complex' } });
+    expect(await metric(gateway.url, 'sluice_pdf_parses_total', { outcome: 'memory' })).toBe(1);
+    // The gateway reads PDFs as before.
+    expect((await sendPdf(gateway, minimalPdf(['still fine']), 'after.pdf')).status).toBe(200);
+  }, 60_000);
+
+  it('refuses a one-page PDF of millions of text operators past files.pdf.timeoutMs, /health answering meanwhile', async () => {
+    const { worker, gateway } = await setup({ timeoutMs: 1_500 });
+    const pdf = await flatePdf(`BT /F1 1 Tf ${'(a) Tj '.repeat(100_000)}`, 60);
+    const period = await healthPollPeriod(gateway.url);
+    const polls = pollHealth(gateway.url);
+    const started = performance.now();
+    const res = await sendPdf(gateway, pdf, 'operators.pdf');
+    const took = performance.now() - started;
+    const { answered } = await polls.stop();
+    expect(res.status).toBe(400);
+    expect(res.json()).toMatchObject({ error: { code: 'file_too_complex', param: 'input' } });
+    expect((res.json() as { error: { message: string } }).error.message).toContain(
+      'reading it takes longer than 1500 ms',
+    );
+    // /health was answered throughout, at least half as often as when idle.
+    expect(answered).toBeGreaterThanOrEqual((0.5 * took) / period);
+    expect(await metric(gateway.url, 'sluice_pdf_parses_total', { outcome: 'time' })).toBe(1);
+    expect(worker.stats.requests).toBe(0);
+    // The gateway reads PDFs as before.
+    expect((await sendPdf(gateway, minimalPdf(['next']), 'next.pdf')).status).toBe(200);
+  }, 60_000);
+
+  it('reads a PDF once across a chain of responses (previous_response_id), by its content hash, and once for requests sending it at once', async () => {
+    const { worker, gateway } = await setup({});
+    const pdf = minimalPdf(['Chapter one', 'Chapter two']);
+    const first = await sendPdf(gateway, pdf, 'book.pdf');
+    expect(first.status).toBe(200);
+    let previous = (first.json() as { id: string }).id;
+    for (let turn = 0; turn < 3; turn++) {
+      const res = await post(`${gateway.url}/v1/responses`, {
+        model: 'mock-model',
+        input: `question ${turn}`,
+        previous_response_id: previous,
+      });
+      expect(res.status).toBe(200);
+      previous = (res.json() as { id: string }).id;
+    }
+    // Every turn gave the engine the PDF's text...
+    expect(JSON.stringify(worker.stats.lastBodies.at(-1))).toContain('Chapter one\\nChapter two');
+    // ...read on one thread, once; the three later turns found it by its hash.
+    expect(await metric(gateway.url, 'sluice_pdf_parses_total', { outcome: 'text' })).toBe(1);
+    expect(await metric(gateway.url, 'sluice_pdf_cache_hits_total')).toBe(3);
+    // Known by its bytes, not its name.
+    expect((await sendPdf(gateway, pdf, 'copy.pdf')).status).toBe(200);
+    expect(await metric(gateway.url, 'sluice_pdf_parses_total', { outcome: 'text' })).toBe(1);
+    // A new PDF sent by two requests at once is read once for both.
+    const appendix = minimalPdf(['Appendix']);
+    const both = await Promise.all([
+      sendPdf(gateway, appendix, 'a.pdf'),
+      sendPdf(gateway, appendix, 'b.pdf'),
+    ]);
+    expect(both.map((r) => r.status)).toEqual([200, 200]);
+    expect(JSON.stringify(worker.stats.lastBodies.at(-1))).toContain('Appendix');
+    expect(await metric(gateway.url, 'sluice_pdf_parses_total', { outcome: 'text' })).toBe(2);
+  });
+
+  it('bounds the PDFs waiting for a thread: past files.pdf.maxQueued a request is refused (503 file_parser_busy)', async () => {
+    const { gateway } = await setup({ concurrency: 1, maxQueued: 1, timeoutMs: 1_000 });
+    const slow = (n: number) => flatePdf(`BT /F1 1 Tf (${n}) Tj ${'(a) Tj '.repeat(100_000)}`, 60);
+    const pdfs = await Promise.all([slow(1), slow(2), slow(3)]);
+    const answers = await Promise.all(pdfs.map((pdf, i) => sendPdf(gateway, pdf, `slow${i}.pdf`)));
+    const codes = answers.map((r) => (r.json() as { error: { code: string } }).error.code).sort();
+    expect(codes).toEqual(['file_parser_busy', 'file_too_complex', 'file_too_complex']);
+    const busy = answers.find((r) => r.status === 503)!;
+    expect(busy.headers.get('retry-after')).toBe('1');
+    expect(await metricOrZero(gateway.url, 'sluice_pdf_parses_total', { outcome: 'time' })).toBe(2);
+  }, 30_000);
 });

@@ -1,3 +1,5 @@
+import { setFlagsFromString } from 'node:v8';
+import { runInNewContext } from 'node:vm';
 import OpenAI from 'openai';
 import { ResponsesWS } from 'openai/resources/responses/ws';
 import { describe, expect, it } from 'vitest';
@@ -684,5 +686,194 @@ describe('the WebSocket event writer', () => {
     expect(socket.sent).toHaveLength(writes + 1);
     writer.onDrain(() => resumed++);
     expect(resumed).toBe(3);
+  });
+});
+
+/** The garbage collector, for memory measured with nothing collectable left (V8's flag, in a new context). */
+function collector(): () => void {
+  setFlagsFromString('--expose-gc');
+  return runInNewContext('gc') as () => void;
+}
+
+/** An upgrade the gateway answers over HTTP instead of 101: its status and JSON body. */
+function refusedUpgrade(
+  gateway: Gateway,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: Message }> {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`${gateway.url.replace('http', 'ws')}/v1/responses`, { headers });
+    ws.once('open', () => {
+      ws.terminate();
+      reject(new Error('the upgrade was accepted (101)'));
+    });
+    ws.once('unexpected-response', (req, res) => {
+      let text = '';
+      res.setEncoding('utf8');
+      res.on('data', (chunk: string) => {
+        text += chunk;
+      });
+      res.on('end', () => {
+        req.destroy();
+        resolve({ status: res.statusCode ?? 0, body: JSON.parse(text) as Message });
+      });
+    });
+    ws.once('error', reject);
+  });
+}
+
+/** `count` client text frames `{}` (masked with a zero key, as the protocol allows), back to back. */
+function emptyObjectFrames(count: number): Buffer {
+  const frame = Buffer.from([0x81, 0x82, 0, 0, 0, 0, 0x7b, 0x7d]);
+  return Buffer.concat(Array.from({ length: count }, () => frame));
+}
+
+describe('the bounds of Responses WebSocket connections', () => {
+  const fx = perTest();
+
+  async function setup(websocket: Record<string, unknown> = {}) {
+    const workers = await fx.mocks(1);
+    const gateway = await fx.gateway({
+      workers: [{ url: workers[0]!.url }],
+      responses: { websocket },
+    });
+    return { worker: workers[0]!, gateway };
+  }
+  const completed = async (client: Client) =>
+    (await client.turn({ model: 'mock-model', input: 'still there?' })).messages.at(-1)!.type;
+
+  it('refuses an upgrade whose Origin is not allowed with 403 before the 101; listed origins and clients without Origin connect', async () => {
+    const { worker, gateway } = await setup({ allowedOrigins: ['https://app.example'] });
+    const plain = await Client.open(gateway);
+    for (const origin of ['https://evil.example', 'http://app.example', 'https://app.example.evil', 'null']) {
+      const refused = await refusedUpgrade(gateway, { origin });
+      expect(refused.status, origin).toBe(403);
+      expect(refused.body).toMatchObject({
+        error: { code: 'origin_not_allowed', type: 'permission_error' },
+      });
+    }
+    const app = await Client.open(gateway, { origin: 'https://app.example' });
+    expect(await completed(app)).toBe('response.completed');
+    // The client without an Origin header (not a browser) was answered normally meanwhile.
+    expect(await completed(plain)).toBe('response.completed');
+    expect(worker.stats.requests).toBe(2);
+    expect(await metric(gateway.url, 'sluice_websocket_upgrades_refused_total', { reason: 'origin' })).toBe(
+      4,
+    );
+    app.close();
+    plain.close();
+  });
+
+  it('by default refuses every upgrade that carries an Origin header', async () => {
+    const { gateway } = await setup();
+    const refused = await refusedUpgrade(gateway, { origin: 'https://evil.example' });
+    expect(refused.status).toBe(403);
+    expect(refused.body).toMatchObject({ error: { code: 'origin_not_allowed' } });
+    const plain = await Client.open(gateway);
+    expect(await completed(plain)).toBe('response.completed');
+    plain.close();
+  });
+
+  it('caps the connections of one client address: past maxConnectionsPerClient the upgrade is a 429, even in a burst; a closed one frees its slot', async () => {
+    const { gateway } = await setup({ maxConnectionsPerClient: 2 });
+    const opened = await Promise.allSettled(Array.from({ length: 10 }, () => Client.open(gateway)));
+    const clients = opened.flatMap((o) => (o.status === 'fulfilled' ? [o.value] : []));
+    expect(clients).toHaveLength(2);
+    const refused = await refusedUpgrade(gateway);
+    expect(refused.status).toBe(429);
+    expect(refused.body).toMatchObject({ error: { code: 'too_many_connections', type: 'rate_limit_error' } });
+    // The connections held are answered normally meanwhile.
+    expect(await completed(clients[0]!)).toBe('response.completed');
+    clients[1]!.close();
+    await eventually(() => clients[1]!.closed !== undefined);
+    const next = await eventually(async () => {
+      const attempt = await Client.open(gateway).catch(() => undefined);
+      attempt?.close();
+      return attempt !== undefined;
+    });
+    expect(next).toBeUndefined();
+    expect(
+      await metric(gateway.url, 'sluice_websocket_upgrades_refused_total', { reason: 'client_connections' }),
+    ).toBeGreaterThanOrEqual(9);
+    clients[0]!.close();
+  });
+
+  it('caps the connections in all: past maxConnections the upgrade is a 503', async () => {
+    const { gateway } = await setup({ maxConnections: 2 });
+    const first = await Client.open(gateway);
+    const second = await Client.open(gateway);
+    const refused = await refusedUpgrade(gateway);
+    expect(refused.status).toBe(503);
+    expect(refused.body).toMatchObject({
+      error: { code: 'websocket_capacity_reached', type: 'service_unavailable_error' },
+    });
+    expect(await completed(first)).toBe('response.completed');
+    second.close();
+    await eventually(async () => {
+      const attempt = await Client.open(gateway).catch(() => undefined);
+      attempt?.close();
+      return attempt !== undefined;
+    });
+    first.close();
+  });
+
+  it('stops reading a client that does not read its replies: a flood of 200,000 frames holds bounded memory, released after the close; another client is answered meanwhile', async () => {
+    const gc = collector();
+    const { gateway } = await setup();
+    const other = await Client.open(gateway);
+    const flooder = await Client.open(gateway);
+    // One reply's size: each `{}` is answered with an error.
+    flooder.ws.send('{}');
+    const [reply] = await flooder.until((m) => m.length === 1);
+    expect(reply!.error!.code).toBe('unknown_event_type');
+    const frames = 200_000;
+    const unbounded = frames * flooder.texts[0]!.length;
+    const raw = (flooder.ws as unknown as { _socket: import('node:net').Socket })._socket;
+    raw.pause();
+    const used = () => {
+      gc();
+      const { heapUsed, external } = process.memoryUsage();
+      return heapUsed + external;
+    };
+    // Warmed up (the other client's turns below start nothing new), then the baseline.
+    for (let i = 0; i < 3; i++) await completed(other);
+    const baseline = used();
+    raw.write(emptyObjectFrames(frames));
+    // Until the frames have all gone to the gateway, or no more of them are taken: the other
+    // client's turns, answered meanwhile, are the clock.
+    let unsent = -1;
+    for (let still = 0; still < 5; ) {
+      expect(await completed(other)).toBe('response.completed');
+      still = raw.writableLength === unsent ? still + 1 : 0;
+      unsent = raw.writableLength;
+    }
+    const held = used() - baseline;
+    expect(held).toBeLessThan(unbounded / 4);
+    flooder.ws.terminate();
+    await eventually(() => flooder.closed !== undefined);
+    expect(await completed(other)).toBe('response.completed');
+    expect(used() - baseline).toBeLessThan(unbounded / 10);
+    other.close();
+  }, 60_000);
+
+  it('counts only a pong answering its own ping: a peer sending unsolicited or wrong pongs is closed; a live client is answered meanwhile', async () => {
+    const { gateway } = await setup({ pingIntervalMs: 100 });
+    const live = await Client.open(gateway);
+    const faker = await Client.open(gateway, {}, { autoPong: false });
+    let pings = 0;
+    faker.ws.on('ping', () => {
+      pings++;
+      faker.ws.pong(Buffer.from('not your payload'));
+    });
+    const unsolicited = setInterval(() => faker.ws.pong(), 20);
+    try {
+      await eventually(() => faker.closed !== undefined, 5_000);
+    } finally {
+      clearInterval(unsolicited);
+    }
+    expect(faker.closed!.code).toBe(1006);
+    expect(pings).toBeGreaterThanOrEqual(1);
+    expect(live.closed).toBeUndefined();
+    expect(await completed(live)).toBe('response.completed');
+    live.close();
   });
 });

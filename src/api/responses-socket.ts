@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { RawData, WebSocket } from 'ws';
 import type { SluiceError } from '../errors/base.js';
@@ -22,7 +23,10 @@ import { validateBody } from './schemas/validate.js';
 
 /** `WebSocket.OPEN` (the `ws` module is only imported for its types here). */
 const OPEN = 1;
-/** Bytes queued on the socket past which the engine is paused, and below which it resumes. */
+/**
+ * Bytes queued on the socket (replies the client has not read) past which the engine is paused
+ * and the client's messages are no longer read, and below which both resume.
+ */
 export const HIGH_WATER_BYTES = 256 * 1024;
 export const LOW_WATER_BYTES = 64 * 1024;
 /** Fields of an HTTP create body that a WebSocket `response.create` must not carry (Open Responses). */
@@ -82,7 +86,11 @@ export class ResponsesSocket {
   private expired = false;
   private draining = false;
   private closed = false;
+  /** The payload of the last ping; only a pong carrying it shows the peer alive. */
+  private pingPayload: Buffer | undefined;
   private alive = true;
+  /** Whether reading the client's messages is paused, until the replies queued drain. */
+  private readPaused = false;
   private count = 0;
   /** The whole context after each completed (or incomplete) response of this connection, oldest first. */
   private readonly cache = new Map<string, ContextItem[]>();
@@ -99,14 +107,48 @@ export class ResponsesSocket {
     private readonly forward: (headers: FastifyRequest['headers']) => Record<string, string>,
     private readonly options: ResponsesSocketOptions,
   ) {
-    this.writer = socketEventWriter(socket);
+    // Every message to the client (events and errors) goes through send(): its backpressure.
+    const outbound: EventSocket = {
+      get readyState() {
+        return socket.readyState;
+      },
+      get bufferedAmount() {
+        return socket.bufferedAmount;
+      },
+      send: (data, callback) => this.send(data, callback),
+    };
+    this.writer = socketEventWriter(outbound);
+  }
+
+  /**
+   * Sends a message. Past `HIGH_WATER_BYTES` queued (the client does not read its replies), the
+   * client's messages are no longer read (its socket is paused), so that a client sending faster
+   * than it reads makes the gateway hold at most that much of its replies; reading resumes once
+   * they have drained below `LOW_WATER_BYTES`.
+   */
+  private send(data: string, callback?: (err?: Error) => void): void {
+    const socket = this.socket;
+    if (socket.readyState !== OPEN) return;
+    socket.send(data, (err) => {
+      callback?.(err);
+      if (this.readPaused && (socket.readyState !== OPEN || socket.bufferedAmount < LOW_WATER_BYTES)) {
+        this.readPaused = false;
+        socket.resume();
+      }
+    });
+    if (!this.readPaused && socket.bufferedAmount >= HIGH_WATER_BYTES) {
+      this.readPaused = true;
+      socket.pause();
+    }
   }
 
   start(): void {
     const socket = this.socket;
     socket.on('message', (data: RawData, isBinary: boolean) => this.onMessage(data, isBinary));
-    socket.on('pong', () => {
-      this.alive = true;
+    // Only the answer to the gateway's own ping counts: a pong echoes its ping's payload, and an
+    // unsolicited one (which a peer may send at any time) shows nothing.
+    socket.on('pong', (data: Buffer) => {
+      if (this.pingPayload?.equals(data)) this.alive = true;
     });
     socket.on('close', () => this.onClose());
     this.pinger = setInterval(() => {
@@ -117,7 +159,8 @@ export class ResponsesSocket {
         return;
       }
       this.alive = false;
-      socket.ping();
+      this.pingPayload = randomBytes(8);
+      socket.ping(this.pingPayload);
     }, this.options.pingIntervalMs);
     this.pinger.unref();
     this.limit = setTimeout(() => this.expire(), this.options.maxConnectionMs);
@@ -376,7 +419,7 @@ export class ResponsesSocket {
       error: { ...body, code: body.code ?? error.code },
     };
     if (streamId !== undefined) message.stream_id = streamId;
-    this.socket.send(JSON.stringify(message));
+    this.send(JSON.stringify(message));
   }
 
   /** The gateway is shutting down: close now when idle, else right after the responses in flight end. */

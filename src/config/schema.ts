@@ -23,6 +23,22 @@ const httpUrl = z.url({
   },
 });
 
+/** A web origin (scheme, host and port: `https://app.example`), kept as the URL standard serialises it. */
+const origin = z
+  .string()
+  .refine(
+    (value) => {
+      if (!URL.canParse(value)) return false;
+      const url = new URL(value);
+      return /^https?:$/.test(url.protocol) && url.pathname === '/' && !url.search && !url.hash;
+    },
+    {
+      error: (issue) =>
+        `'${String(issue.input)}' is not an origin: write scheme://host[:port], such as https://app.example`,
+    },
+  )
+  .transform((value) => new URL(value).origin);
+
 const timeoutsShape = {
   /** Time to the upstream response headers (the engine accepted the request). */
   headersMs: positiveInt,
@@ -105,6 +121,28 @@ export const modelSchema = z.strictObject({
   policy: policyNameSchema.optional(),
   timeouts: modelTimeoutsSchema.optional(),
   resume: z.strictObject(resumeShape).partial().optional(),
+});
+
+export const filesSchema = z.strictObject({
+  /**
+   * PDFs are read (pdf.js) on threads of their own, each bounded; one past a bound is refused
+   * with 400 `file_too_complex`. What a PDF gave is kept by its content hash, so that a chain
+   * of responses (previous_response_id) reads each PDF once.
+   */
+  pdf: z
+    .strictObject({
+      /** Longest one PDF may be read for; past it its thread is ended. */
+      timeoutMs: positiveInt.default(10_000),
+      /** Memory one PDF's thread may take: its JS heap, and the buffers it decodes streams into, each. */
+      maxMemoryMb: z.number().int().min(32).default(256),
+      /** PDFs read at once (one thread each). */
+      concurrency: positiveInt.default(2),
+      /** PDFs waiting for a thread; past it a request is refused with 503 `file_parser_busy`. */
+      maxQueued: nonNegativeInt.default(64),
+      /** Texts of PDFs kept by content hash, in MB. */
+      cacheMb: positiveInt.default(64),
+    })
+    .prefault({}),
 });
 
 export const configSchema = z.strictObject({
@@ -272,6 +310,16 @@ export const configSchema = z.strictObject({
           maxStreams: positiveInt.default(16),
           /** `response.create` messages waiting on one stream behind the one it runs. */
           maxQueuedPerStream: positiveInt.default(16),
+          /**
+           * Origins (`https://app.example`) whose web pages may open a connection. An upgrade
+           * request with an `Origin` header (a browser's) is refused with 403 `origin_not_allowed`
+           * unless its origin is listed; one without (a non-browser client) is not concerned.
+           */
+          allowedOrigins: z.array(origin).default([]),
+          /** Connections open at once, in all; past it an upgrade is refused with 503 `websocket_capacity_reached`. */
+          maxConnections: positiveInt.default(1024),
+          /** Connections open at once from one client address; past it an upgrade is refused with 429 `too_many_connections`. */
+          maxConnectionsPerClient: positiveInt.default(64),
         })
         .prefault({}),
     })
@@ -280,6 +328,8 @@ export const configSchema = z.strictObject({
       message: 'responses.leaseMs must be longer than responses.heartbeatMs',
       path: ['leaseMs'],
     }),
+  /** Files given in requests (`input_file` parts). */
+  files: filesSchema.prefault({}),
   /** Redis, shared by several gateway replicas for rate limits (a single process does without). */
   redis: z
     .strictObject({

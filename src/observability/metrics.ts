@@ -265,6 +265,26 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly pdfParses = new Counter({
+    name: 'sluice_pdf_parses_total',
+    help: 'PDFs read on a PDF thread, by outcome (text, empty, unreadable, time, memory, error); files read before are not counted.',
+    labelNames: ['outcome'] as const,
+    registers: [this.registry],
+  });
+
+  readonly pdfCacheHits = new Counter({
+    name: 'sluice_pdf_cache_hits_total',
+    help: 'PDFs whose text (or refusal) was known by their content hash, so not read again.',
+    registers: [this.registry],
+  });
+
+  readonly websocketRefusals = new Counter({
+    name: 'sluice_websocket_upgrades_refused_total',
+    help: 'WebSocket upgrades refused before the 101, by reason (origin, connections, client_connections).',
+    labelNames: ['reason'] as const,
+    registers: [this.registry],
+  });
+
   private knowsModel: (model: string) => boolean = () => false;
 
   /** The folded observers of the route and model histograms: histogram, then route, then model. */

@@ -9,6 +9,7 @@ import { newId } from './ids.js';
 import { extractPdfTexts } from './input-files.js';
 import { normaliseInput } from './input-items.js';
 import type { Caller } from './ownership.js';
+import type { PdfReader } from './pdf-reader.js';
 import { type CreateResponseRequest, inputItemSchema } from './request-schema.js';
 import { toResponseUsage } from './response-builder.js';
 import { contextToMessages } from './to-chat.js';
@@ -82,6 +83,8 @@ export interface CompactCall {
   signal: AbortSignal;
   receivedAt: number;
   caller: Caller;
+  /** Reads the PDFs of `input_file` parts. */
+  pdf: PdfReader;
 }
 
 /**
@@ -112,7 +115,7 @@ export async function compactConversation(
       'missing_required_parameter',
     );
   }
-  await extractPdfTexts(items);
+  await extractPdfTexts(call.pdf, items);
   const messages = contextToMessages(request.instructions, items);
   messages.push({ role: 'user', content: COMPACTION_PROMPT });
   const completed = await dispatcher.complete({

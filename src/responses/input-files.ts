@@ -1,4 +1,5 @@
 import { InvalidRequest } from '../errors/http-errors.js';
+import type { PdfReader } from './pdf-reader.js';
 
 /** An `input_file` content part as a client sends it. */
 export interface InputFilePart {
@@ -205,16 +206,16 @@ export function inputFileText(part: InputFilePart, param = 'input'): string {
 /** The text of each PDF part, read by extractPdfTexts before the (synchronous) translation. */
 const pdfTexts = new WeakMap<object, string>();
 
-/** Bounds of one PDF: pages read, and characters kept. */
-const PDF_MAX_PAGES = 500;
-const PDF_MAX_CHARS = 2_000_000;
-
 /**
- * Reads the text of every PDF `input_file` part among `items` (messages with content parts),
- * with pdf.js (Mozilla's PDF reader, the legacy build that runs on Node 20). A PDF that cannot be
- * read, or holds no text (a scan), is a 400 naming the file.
+ * Reads the text of every PDF `input_file` part among `items` (messages with content parts)
+ * with `reader` (pdf.js on a bounded thread; one file read once, by its content). A PDF that
+ * cannot be read, holds no text (a scan) or passes the reader's bounds is a 400 naming the file.
  */
-export async function extractPdfTexts(items: readonly unknown[], param = 'input'): Promise<void> {
+export async function extractPdfTexts(
+  reader: PdfReader,
+  items: readonly unknown[],
+  param = 'input',
+): Promise<void> {
   for (const item of items) {
     const content = (item as { content?: unknown } | null)?.content;
     if (!Array.isArray(content)) continue;
@@ -228,46 +229,7 @@ export async function extractPdfTexts(items: readonly unknown[], param = 'input'
         declared === '' || declared === 'application/octet-stream' ? (guessed ?? declared) : declared;
       if (media !== 'application/pdf') continue;
       const payload = match ? part.file_data.slice(match[0].length) : part.file_data;
-      pdfTexts.set(part, await pdfText(Buffer.from(payload, 'base64'), filename, param));
+      pdfTexts.set(part, await reader.text(Buffer.from(payload, 'base64'), filename, param));
     }
   }
-}
-
-async function pdfText(bytes: Buffer, filename: string, param: string): Promise<string> {
-  const pdfjs = await import('pdfjs-dist/legacy/build/pdf.mjs');
-  let text = '';
-  try {
-    const document = await pdfjs.getDocument({
-      data: new Uint8Array(bytes),
-      isEvalSupported: false,
-      disableFontFace: true,
-      useSystemFonts: false,
-      verbosity: 0,
-    }).promise;
-    try {
-      const pages = Math.min(document.numPages, PDF_MAX_PAGES);
-      for (let n = 1; n <= pages && text.length < PDF_MAX_CHARS; n++) {
-        const page = await document.getPage(n);
-        const content = await page.getTextContent();
-        const line = content.items.map((item) => ('str' in item ? item.str : '')).join(' ');
-        text += `${n > 1 ? '\n' : ''}${line.replace(/\s+/g, ' ').trim()}`;
-        page.cleanup();
-      }
-    } finally {
-      await document.destroy();
-    }
-  } catch (err) {
-    throw new InvalidRequest(
-      `The PDF '${filename}' could not be read: ${(err as Error).message}`,
-      param,
-      'invalid_file',
-    );
-  }
-  if (text.trim() === '') {
-    throw unsupported(
-      `The PDF '${filename}' holds no text (a scanned document?): only PDFs with a text layer are supported.`,
-      param,
-    );
-  }
-  return text.slice(0, PDF_MAX_CHARS);
 }

@@ -1,4 +1,4 @@
-import { mcpSettingsSchema } from '../config/schema.js';
+import { filesSchema, mcpSettingsSchema } from '../config/schema.js';
 import type { Dispatcher, DispatchRequest, OpenedStream } from '../dispatch/dispatcher.js';
 import { ResumableStream, type ResumePlan } from '../dispatch/resumable-stream.js';
 import type { SluiceError } from '../errors/base.js';
@@ -15,6 +15,7 @@ import { normaliseInput } from './input-items.js';
 import { echoMcpTool, type McpSession, McpTools } from './mcp-loop.js';
 import type { OrphanSweeper } from './orphan-sweeper.js';
 import { type Caller, visibleTo } from './ownership.js';
+import { PdfReader } from './pdf-reader.js';
 import type { CreateResponseRequest } from './request-schema.js';
 import type { TerminalDraft } from './response-builder.js';
 import { ResponseRun, type RunEnd } from './response-run.js';
@@ -66,6 +67,8 @@ export interface ResponsesServiceOptions {
   orphans?: OrphanSweeper | undefined;
   /** The MCP tool loop's allowlist, tool cache and bounds (none: no MCP server is allowed). */
   mcp?: McpTools | undefined;
+  /** Reads the PDFs of `input_file` parts (default: one with the default bounds). */
+  pdf?: PdfReader | undefined;
 }
 
 /** A response that has not ended yet; every other status is final. */
@@ -92,7 +95,12 @@ export class ResponsesService {
     private readonly metrics: GatewayMetrics,
     private readonly log: Logger,
     private readonly options: ResponsesServiceOptions = {},
-  ) {}
+  ) {
+    this.pdf = options.pdf ?? new PdfReader(filesSchema.parse({}).pdf, metrics, log);
+  }
+
+  /** Reads the PDFs of `input_file` parts, bounded, each file once. */
+  readonly pdf: PdfReader;
 
   /** Validates and prepares a create call; throws HTTP errors (404 for unknown ids) before anything starts. */
   async prepare(call: CreateCall): Promise<PreparedResponse> {
@@ -110,7 +118,7 @@ export class ResponsesService {
       );
     const context = call.context ?? (await resolveContext(this.store, request, call.caller));
     const input = normaliseInput(request.input);
-    await extractPdfTexts([...context.history, ...input]);
+    await extractPdfTexts(this.pdf, [...context.history, ...input]);
     const mcp = await (this.options.mcp ?? NO_MCP).prepare(request, context.history, input, call.signal);
     const messages = contextToMessages(request.instructions, [...context.history, ...input]);
     if (mcp) messages.push(...mcp.messages);
@@ -448,6 +456,7 @@ export class ResponsesService {
   /** Stops the deferred writes (the store is about to close). */
   close(): void {
     this.closed = true;
+    void this.pdf.close();
     for (const timer of this.pendingWrites) clearTimeout(timer);
     this.pendingWrites.clear();
   }

@@ -28,6 +28,7 @@ export function responseCompactRoutes(ctx: GatewayContext) {
           signal: controller.signal,
           receivedAt: performance.now(),
           caller: grant?.key.id ?? null,
+          pdf: ctx.responses.pdf,
         });
         void ctx.access.recordUsage(grant, {
           prompt_tokens: compacted.usage.input_tokens,
