@@ -94,6 +94,7 @@ export class Gateway {
         replicaId: this.lease?.id,
         orphans: this.orphans,
         mcp: new McpTools(config.mcp, log),
+        maxRunBytes: config.limits.maxBodyBytes,
       }),
       conversations: new ConversationsService(store),
       tracing: Tracing.fromConfig(config, log),

@@ -16,6 +16,33 @@ export class InvalidRequest extends SluiceError {
   }
 }
 
+/**
+ * A request asks for more output tokens (`max_tokens`, `max_completion_tokens`,
+ * `max_output_tokens`) than its model allows: `models.<m>.maxOutputTokens`, else
+ * `limits.maxOutputTokens`, within the engine's `max_model_len` when known. Refused rather than
+ * clamped: a client that asked for N tokens learns it cannot have them, as OpenAI answers it.
+ */
+export class MaxTokensTooLarge extends SluiceError {
+  readonly code = 'max_tokens_too_large';
+  readonly retryable = false;
+  override readonly status = 400;
+  override readonly type = 'invalid_request_error' as const;
+  override readonly param: string;
+  constructor(
+    param: string,
+    readonly requested: number,
+    readonly limit: number,
+  ) {
+    super(
+      `'${param}' is too large: ${requested}. This model supports at most ${limit} output tokens; ask for ${limit} or fewer, or leave it out.`,
+    );
+    this.param = param;
+  }
+  override details(): Record<string, unknown> {
+    return { max_allowed: this.limit };
+  }
+}
+
 export class ModelNotFound extends SluiceError {
   readonly code = 'model_not_found';
   readonly retryable = false;

@@ -71,6 +71,8 @@ export interface ResponsesServiceOptions {
   orphans?: OrphanSweeper | undefined;
   /** The MCP tool loop's allowlist, tool cache and bounds (none: no MCP server is allowed). */
   mcp?: McpTools | undefined;
+  /** What one run may hold of its events and response (`limits.maxBodyBytes`; default 64 MiB). */
+  maxRunBytes?: number | undefined;
 }
 
 /** A response that has not ended yet; every other status is final. */
@@ -103,6 +105,7 @@ export class ResponsesService {
   async prepare(call: CreateCall): Promise<PreparedResponse> {
     const { request } = call;
     this.dispatcher.assertModel(request.model);
+    this.dispatcher.assertOutputTokens(request.model, 'max_output_tokens', request.max_output_tokens);
     const store = request.store !== false;
     if (request.background && !store) {
       throw new InvalidRequest('Background responses need store=true.', 'background', 'invalid_value');
@@ -217,7 +220,10 @@ export class ResponsesService {
   }
 
   newRun(prepared: PreparedResponse): ResponseRun {
-    return new ResponseRun(prepared.response, prepared.store);
+    return new ResponseRun(prepared.response, prepared.store, {
+      bytes: this.options.maxRunBytes ?? 64 * 1024 * 1024,
+      requestId: prepared.dispatch.requestId,
+    });
   }
 
   /**

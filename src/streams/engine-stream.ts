@@ -234,6 +234,8 @@ export class EngineStream {
       // The events of one read are contiguous from the region's start: forward them in one
       // write, up to the failure or to `[DONE]` (anything an engine sends after it is dropped).
       this.sink.onEvents(forwardEnd === region.length ? region : region.subarray(0, forwardEnd), chunks);
+      // The sink may have ended the stream (a client gone, a bound of what it holds passed).
+      if (this.ended) return;
     }
     if (failed) this.fail(failed);
     else if (this.readCompleted) this.complete(true);
