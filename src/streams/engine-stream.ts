@@ -257,8 +257,8 @@ export class EngineStream {
     }
     if (verdict.kind === 'chunk') {
       this.readChunks.push(verdict.chunk);
+      // Output is progress: a usage or role chunk alone is not (see carriesOutput).
       if (verdict.progress) this.readProgress = this.readOutput = true;
-      else if (verdict.chunk.usage) this.readOutput = true;
     } else if (verdict.kind === 'done') this.readCompleted = true;
     // The read's region starts at its first event: an event's end is where the forward ends.
     this.readForwardEnd = end;

@@ -17,6 +17,8 @@ import type { AddressInfo } from 'node:net';
  * - `huge_body:<MiB>`: a non-streaming answer of that many MiB.
  * - `status:<code>[:<retry-after>]`: that HTTP status with an OpenAI-shaped error body (none for
  *   204/304), and the Retry-After header when given.
+ * - `usage_reset`: a usage-only chunk (`choices: []` with `usage`), then the connection is reset
+ *   (an engine that reports its prompt's usage first, then dies before any token).
  * - `endless[:<bytes>[:<per ms>]]`: a correct start, then tokens of that many bytes (default
  *   4 KiB), at most that many a millisecond (default 16) and never faster than the gateway reads,
  *   never a finish (an engine that honours `max_tokens: 2^53-1`); non-streaming: a JSON body
@@ -187,6 +189,14 @@ export async function startEvilEngine(mode = 'ok'): Promise<EvilEngine> {
           write(piece);
           return undefined;
         });
+        return;
+      }
+      case 'usage_reset': {
+        sse();
+        write(
+          `data: ${JSON.stringify({ id: 'chatcmpl-evil', object: 'chat.completion.chunk', model: MODEL, choices: [], usage: { prompt_tokens: 3, completion_tokens: 0, total_tokens: 3 } })}\n\n`,
+        );
+        setTimeout(() => res.destroy(), 20);
         return;
       }
       case 'endless': {
