@@ -7,7 +7,7 @@ import Fastify, {
   type FastifyReply,
   LogController,
 } from 'fastify';
-import { GatewayShuttingDown, InvalidRequest } from '../errors/http-errors.js';
+import { GatewayShuttingDown, InvalidRequest, UnsupportedContentEncoding } from '../errors/http-errors.js';
 import { anthropicErrorBody } from '../messages/errors.js';
 import type { GatewayContext } from './context.js';
 import { installErrorHandlers, toSluiceError } from './error-handler.js';
@@ -78,6 +78,12 @@ function keepHalfClosedClients(server: Server): void {
       }
     });
   });
+}
+
+/** `Content-Encoding: identity` (or empty): the body is as it is. */
+export function isIdentity(encoding: string): boolean {
+  const value = encoding.trim().toLowerCase();
+  return value === '' || value === 'identity';
 }
 
 export function buildServer(ctx: GatewayContext): FastifyInstance {
@@ -161,14 +167,20 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
   });
   installErrorHandlers(app, ctx.log, ctx.config.server.bodyLimitBytes);
   // One callback-style hook (no promise per request): while draining, a request on a kept-alive
-  // connection gets a 503 and the connection closes; the admin API and the dashboard need the
-  // admin key when one is configured.
+  // connection gets a 503 and the connection closes; a body in a content coding (gzip, ...) is a
+  // 415, never parsed as JSON; the admin API and the dashboard need the admin key when one is
+  // configured.
   app.addHook('onRequest', (request, reply, done) => {
     const url = request.url;
     if (ctx.lifecycle.draining && !url.startsWith('/health') && url !== '/metrics') {
       const error = new GatewayShuttingDown();
       const body = url.startsWith('/v1/messages') ? anthropicErrorBody(error, request.id) : error.toBody();
       reply.code(error.status).headers(error.headers()).send(body);
+      return;
+    }
+    const encoding = request.headers['content-encoding'];
+    if (encoding !== undefined && !isIdentity(encoding)) {
+      done(new UnsupportedContentEncoding(encoding));
       return;
     }
     if (url.startsWith('/admin') || url.startsWith('/dashboard')) {

@@ -2,7 +2,7 @@ import type { Dispatcher, DispatchRequest, OpenedStream } from '../dispatch/disp
 import { ResumableStream, type ResumePlan } from '../dispatch/resumable-stream.js';
 import type { SluiceError } from '../errors/base.js';
 import { isSluiceError } from '../errors/base.js';
-import { ClientDisconnected, InvalidRequest, NotFound } from '../errors/http-errors.js';
+import { ClientDisconnected, InvalidRequest, NotFound, UnmatchedCallOutput } from '../errors/http-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import type { RequestTrace } from '../observability/tracing.js';
@@ -18,7 +18,7 @@ import type { CreateResponseRequest } from './request-schema.js';
 import type { TerminalDraft } from './response-builder.js';
 import { ResponseRun, type RunEnd } from './response-run.js';
 import { type ChatMessage, contextToMessages, toChatRequest } from './to-chat.js';
-import type { InputItem, ResponseObject, ResponseStatus } from './types.js';
+import type { InputItem, OutputItem, ResponseObject, ResponseStatus } from './types.js';
 
 /** How the HTTP layer describes a create call. */
 export interface CreateCall {
@@ -118,6 +118,7 @@ export class ResponsesService {
       );
     const context = call.context ?? (await resolveContext(this.store, request, call.caller));
     const input = normaliseInput(request.input);
+    assertOutputsAnswerCalls(context.history, input);
     await extractPdfTexts([...context.history, ...input]);
     const mcp = await (this.options.mcp ?? NO_MCP).prepare(request, context.history, input, call.signal);
     const messages = contextToMessages(request.instructions, [...context.history, ...input]);
@@ -539,6 +540,25 @@ export interface PreparedResponse {
   /** The MCP tool loop of the response (its MCP servers, and the chat messages of its first turn). */
   mcp?: { session: McpSession; messages: ChatMessage[]; turns: ResumableStream[] } | undefined;
   onUsage: CreateCall['onUsage'];
+}
+
+/**
+ * Refuses a `function_call_output` of `input` that answers no `function_call` before it (in the
+ * history it continues, or earlier in the input): a 400 naming the item.
+ */
+function assertOutputsAnswerCalls(
+  history: readonly (InputItem | OutputItem)[],
+  input: readonly InputItem[],
+): void {
+  if (!input.some((item) => item.type === 'function_call_output')) return;
+  const callId = (item: InputItem | OutputItem) => String((item as { call_id?: unknown }).call_id);
+  const calls = new Set<string>();
+  for (const item of history) if (item.type === 'function_call') calls.add(callId(item));
+  input.forEach((item, index) => {
+    if (item.type === 'function_call') calls.add(callId(item));
+    else if (item.type === 'function_call_output' && !calls.has(callId(item)))
+      throw new UnmatchedCallOutput(index, callId(item));
+  });
 }
 
 /** The prompt as text, for prefix-aware routing (the same shape the chat route uses). */
