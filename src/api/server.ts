@@ -81,7 +81,7 @@ function keepHalfClosedClients(server: Server): void {
 }
 
 /** `Content-Encoding: identity` (or empty): the body is as it is. */
-export function isIdentity(encoding: string): boolean {
+function isIdentity(encoding: string): boolean {
   const value = encoding.trim().toLowerCase();
   return value === '' || value === 'identity';
 }
