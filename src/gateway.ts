@@ -98,6 +98,7 @@ export class Gateway {
         orphans: this.orphans,
         mcp: new McpTools(config.mcp, log),
         pdf: new PdfReader(config.files.pdf, metrics, log),
+        maxRunBytes: config.limits.maxBodyBytes,
       }),
       conversations: new ConversationsService(store),
       tracing: Tracing.fromConfig(config, log),

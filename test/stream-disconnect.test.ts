@@ -106,6 +106,8 @@ describe('client disconnects and slow clients', () => {
       const gw = await startGateway({
         workers: [{ url: engine.url, models: [FLOOD_MODEL] }],
         storage: { kind: 'none' },
+        // What a Responses run holds is bounded (64 MiB by default): this one is let hold its 96 MiB.
+        limits: { maxBodyBytes: 512 * 1024 * 1024 },
       });
       // The gateway runs in this process: a 'drain' listener per refused write would be a warning.
       const warnings: Error[] = [];

@@ -112,6 +112,8 @@ export function rawJsonRoute(
     if (route === undefined || options.draining()) return false;
     const headers = req.headers;
     if (!isJson(headers['content-type'])) return false;
+    // A body in a content coding (gzip, ...) is fastify's to refuse (415), with the same hook as every route.
+    if (headers['content-encoding'] !== undefined) return false;
     // An empty body, a length that is not a number or one over the limit: fastify's answer.
     const declared = headers['content-length'];
     if (declared !== undefined) {

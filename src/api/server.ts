@@ -7,7 +7,7 @@ import Fastify, {
   type FastifyReply,
   LogController,
 } from 'fastify';
-import { GatewayShuttingDown, InvalidRequest } from '../errors/http-errors.js';
+import { GatewayShuttingDown, InvalidRequest, UnsupportedContentEncoding } from '../errors/http-errors.js';
 import type { GatewayContext } from './context.js';
 import { installErrorHandlers, toSluiceError } from './error-handler.js';
 import { parseJsonBody } from './json-body.js';
@@ -75,6 +75,12 @@ function keepHalfClosedClients(server: Server): void {
       }
     });
   });
+}
+
+/** `Content-Encoding: identity` (or empty): the body is as it is. */
+function isIdentity(encoding: string): boolean {
+  const value = encoding.trim().toLowerCase();
+  return value === '' || value === 'identity';
 }
 
 export function buildServer(ctx: GatewayContext): FastifyInstance {
@@ -159,11 +165,17 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
   installErrorHandlers(app, ctx.log, ctx.config.server.bodyLimitBytes);
   // One callback-style hook (no promise per request): while draining, a request on a kept-alive
   // connection gets a 503 and the connection closes, answered by its route's own error handler
-  // (Anthropic's shape on /v1/messages). The routes that serve while draining say so in their
-  // config: the decision is made on the route the router matched, never on the URL's spelling.
+  // (Anthropic's shape on /v1/messages); a body in a content coding (gzip, ...) is a 415, never
+  // parsed as JSON. The routes that serve while draining say so in their config: the decision is
+  // made on the route the router matched, never on the URL's spelling.
   app.addHook('onRequest', (request, _reply, done) => {
     if (ctx.lifecycle.draining && !(request.routeOptions.config as RouteAccess).servesWhileDraining) {
       done(new GatewayShuttingDown());
+      return;
+    }
+    const encoding = request.headers['content-encoding'];
+    if (encoding !== undefined && !isIdentity(encoding)) {
+      done(new UnsupportedContentEncoding(encoding));
       return;
     }
     done();

@@ -53,6 +53,7 @@ const ENV_PATHS: Record<
   SLUICE_MAX_EVENT_BYTES: { path: ['limits', 'maxEventBytes'], kind: 'number' },
   SLUICE_MAX_PREFACE_BYTES: { path: ['limits', 'maxPrefaceBytes'], kind: 'number' },
   SLUICE_MAX_BODY_BYTES: { path: ['limits', 'maxBodyBytes'], kind: 'number' },
+  SLUICE_MAX_OUTPUT_TOKENS: { path: ['limits', 'maxOutputTokens'], kind: 'number' },
   SLUICE_HEALTH_INTERVAL_MS: { path: ['health', 'intervalMs'], kind: 'number' },
   SLUICE_RETRY_MAX_ATTEMPTS: { path: ['retry', 'maxAttempts'], kind: 'number' },
   SLUICE_DATA_DIR: { path: ['dataDir'], kind: 'string' },

@@ -5,6 +5,7 @@ interface Resolved {
   policy: PolicyName;
   timeouts: Timeouts;
   resume: ResumeSettings;
+  maxOutputTokens: number;
 }
 
 /** Settings that a model's entry under `models:` may override, resolved once per model. */
@@ -22,6 +23,7 @@ export class ModelSettings {
         policy: this.config.routing.policy,
         timeouts: { ...this.config.timeouts },
         resume: { ...this.config.resume },
+        maxOutputTokens: this.config.limits.maxOutputTokens,
       };
       return this.defaults;
     }
@@ -32,6 +34,7 @@ export class ModelSettings {
         policy: own?.policy ?? this.config.routing.policy,
         timeouts: { ...this.config.timeouts, ...own?.timeouts },
         resume: { ...this.config.resume, ...own?.resume },
+        maxOutputTokens: own?.maxOutputTokens ?? this.config.limits.maxOutputTokens,
       };
       this.cache.set(model, settings);
     }
@@ -48,5 +51,10 @@ export class ModelSettings {
 
   resume(model: string): ResumeSettings {
     return this.resolve(model).resume;
+  }
+
+  /** The configured bound of a request's output tokens (`models.<m>.maxOutputTokens`, else `limits.maxOutputTokens`). */
+  maxOutputTokens(model: string): number {
+    return this.resolve(model).maxOutputTokens;
   }
 }

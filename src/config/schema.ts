@@ -119,6 +119,12 @@ export const resumeSchema = z.strictObject(resumeShape);
 
 export const modelSchema = z.strictObject({
   policy: policyNameSchema.optional(),
+  /**
+   * The most output tokens a request to this model may ask for (`max_tokens`,
+   * `max_completion_tokens`, `max_output_tokens`); more is refused with a 400. Overrides
+   * `limits.maxOutputTokens`, within the engine's `max_model_len` when its worker reports one.
+   */
+  maxOutputTokens: positiveInt.optional(),
   timeouts: modelTimeoutsSchema.optional(),
   resume: z.strictObject(resumeShape).partial().optional(),
 });
@@ -248,8 +254,17 @@ export const configSchema = z.strictObject({
       maxEventBytes: positiveInt.default(1024 * 1024),
       /** What a stream may send before its first output chunk (role chunks, comments...). */
       maxPrefaceBytes: positiveInt.default(1024 * 1024),
-      /** A non-streaming answer's body. */
+      /**
+       * What the gateway holds of one answer: a non-streaming answer's body, and what a
+       * Responses run builds (its event log and response object), streamed or not.
+       */
       maxBodyBytes: positiveInt.default(64 * 1024 * 1024),
+      /**
+       * The most output tokens a request may ask for (`max_tokens`, `max_completion_tokens`,
+       * `max_output_tokens`) unless its model sets `models.<m>.maxOutputTokens`: more is refused
+       * with a 400 `max_tokens_too_large` naming the field. 128 Ki, OpenAI's largest output limit.
+       */
+      maxOutputTokens: positiveInt.default(128 * 1024),
     })
     .prefault({}),
   /** Mid-stream resume, off unless a model (or a request's X-Sluice-Resume header) turns it on. */

@@ -2,7 +2,13 @@ import type { Dispatcher as UndiciDispatcher } from 'undici';
 import type { ModelSettings } from '../config/model-settings.js';
 import type { SluiceConfig, Timeouts } from '../config/schema.js';
 import { isSluiceError, type SluiceError } from '../errors/base.js';
-import { ClientDisconnected, ModelNotFound, NoWorkerAvailable, QueueFull } from '../errors/http-errors.js';
+import {
+  ClientDisconnected,
+  MaxTokensTooLarge,
+  ModelNotFound,
+  NoWorkerAvailable,
+  QueueFull,
+} from '../errors/http-errors.js';
 import {
   EngineFinishFailure,
   InvalidDataParallelRank,
@@ -97,6 +103,27 @@ export class Dispatcher {
     if (!this.registry.knowsModel(model)) throw new ModelNotFound(model);
   }
 
+  /**
+   * The most output tokens a request to `model` may ask for: its configured bound
+   * (`models.<m>.maxOutputTokens`, else `limits.maxOutputTokens`), lowered to the largest
+   * `max_model_len` its workers report, when they report one (no worker could honour more).
+   */
+  outputTokenLimit(model: string): number {
+    let limit = this.settings.maxOutputTokens(model);
+    let engine = 0;
+    for (const worker of this.registry.forModel(model))
+      engine = Math.max(engine, worker.maxModelLen.get(model) ?? 0);
+    if (engine > 0) limit = Math.min(limit, engine);
+    return limit;
+  }
+
+  /** Refuses a request whose `param` asks for more output tokens than its model allows (see outputTokenLimit). */
+  assertOutputTokens(model: string, param: string, requested: number | null | undefined): void {
+    if (requested === null || requested === undefined) return;
+    const limit = this.outputTokenLimit(model);
+    if (requested > limit) throw new MaxTokensTooLarge(param, requested, limit);
+  }
+
   /** Opens a stream that has produced its first output chunk. */
   openStream(req: DispatchRequest): Promise<OpenedStream> {
     const timeouts = this.settings.timeouts(req.model);
@@ -143,6 +170,7 @@ export class Dispatcher {
     const model = this.metrics.modelLabel(req.model);
     return {
       maxAttempts: settings.maxAttempts,
+      maxTextLength: this.config.limits.maxBodyBytes,
       requestId: req.requestId,
       log: this.log,
       count: (outcome) => resumes.inc({ model, outcome }),

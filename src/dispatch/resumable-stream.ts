@@ -23,6 +23,11 @@ export interface Continuation {
 
 export interface ResumePlan {
   maxAttempts: number;
+  /**
+   * The longest text kept for a continuation, in UTF-16 code units (`limits.maxBodyBytes`): a
+   * stream whose text passes it is not resumed, and what it kept is let go.
+   */
+  maxTextLength: number;
   /** Opens the continuation on another worker (the dispatcher's pre-first-byte retries included). */
   open(continuation: Continuation): Promise<OpenedStream>;
   /** Records a resume outcome (`resumed`, `exhausted`, `unsafe`, `no_worker`) for the metric. */
@@ -142,6 +147,16 @@ export class ResumableStream {
     this.current.stream.resume();
   }
 
+  /**
+   * Ends the stream with `error` (a bound of what its consumer holds was passed): the engine
+   * request is aborted and the sink told, as for any failure of the stream (a retryable one may
+   * resume; a bound's is not retryable).
+   */
+  fail(error: StreamError): void {
+    if (this.ended) return;
+    this.current.stream.abort(error, true);
+  }
+
   /** Ends silently (nobody is left to tell) and frees the engine at once. */
   abandon(reason: Error): void {
     if (this.ended) return;
@@ -204,7 +219,7 @@ export class ResumableStream {
     if (chunk.usage) this.lastUsage = chunk.usage;
     // What follows (the text so far, its token count, whether continuing is safe) serves only a
     // continuation: a stream that cannot resume skips it for every chunk it relays.
-    if (!this.plan) return;
+    if (!this.plan || this.unsafe) return;
     const choices = chunk.choices ?? [];
     if (
       choices.length > 1 ||
@@ -220,6 +235,10 @@ export class ResumableStream {
     if (piece.length > 0) {
       this.text += piece;
       this.tokensThisAttempt++;
+      if (this.text.length > this.plan.maxTextLength) {
+        this.unsafe = 'the text so far is past limits.maxBodyBytes';
+        this.text = '';
+      }
     }
     if (Array.isArray(delta?.tool_calls) && delta.tool_calls.length > 0)
       this.unsafe = 'a tool call in progress';

@@ -16,6 +16,87 @@ export class InvalidRequest extends SluiceError {
   }
 }
 
+/**
+ * A request asks for more output tokens (`max_tokens`, `max_completion_tokens`,
+ * `max_output_tokens`) than its model allows: `models.<m>.maxOutputTokens`, else
+ * `limits.maxOutputTokens`, within the engine's `max_model_len` when known. Refused rather than
+ * clamped: a client that asked for N tokens learns it cannot have them, as OpenAI answers it.
+ */
+export class MaxTokensTooLarge extends SluiceError {
+  readonly code = 'max_tokens_too_large';
+  readonly retryable = false;
+  override readonly status = 400;
+  override readonly type = 'invalid_request_error' as const;
+  override readonly param: string;
+  constructor(
+    param: string,
+    readonly requested: number,
+    readonly limit: number,
+  ) {
+    super(
+      `'${param}' is too large: ${requested}. This model supports at most ${limit} output tokens; ask for ${limit} or fewer, or leave it out.`,
+    );
+    this.param = param;
+  }
+  override details(): Record<string, unknown> {
+    return { max_allowed: this.limit };
+  }
+}
+
+/**
+ * A `function_call_output` whose `call_id` answers no `function_call` before it: neither in the
+ * request's input nor in what it continues (the `previous_response_id` chain, the conversation).
+ * An engine shown a tool result without its call answers nonsense or fails.
+ */
+export class UnmatchedCallOutput extends SluiceError {
+  readonly code = 'unmatched_call_id';
+  readonly retryable = false;
+  override readonly status = 400;
+  override readonly type = 'invalid_request_error' as const;
+  override readonly param: string;
+  constructor(
+    readonly index: number,
+    readonly callId: string,
+  ) {
+    super(
+      `No function call found for the function_call_output with call_id '${callId.slice(0, 128)}' (input[${index}]): it must answer a function_call earlier in the input or in the response it continues.`,
+    );
+    this.param = `input[${index}].call_id`;
+  }
+}
+
+/** A list's `after` cursor names no item of the list (a 400, as a bad `starting_after` of a replay is). */
+export class UnknownCursor extends SluiceError {
+  readonly code = 'cursor_not_found';
+  readonly retryable = false;
+  override readonly status = 400;
+  override readonly type = 'invalid_request_error' as const;
+  override readonly param = 'after';
+  constructor(readonly cursor: string) {
+    super(`Invalid value for 'after': no item of this list has the id '${cursor.slice(0, 128)}'.`);
+  }
+}
+
+/**
+ * A request body in a content coding the gateway does not decode (`Content-Encoding: gzip`, ...):
+ * 415, with `Accept-Encoding: identity` saying what it takes (RFC 9110, section 15.5.16).
+ */
+export class UnsupportedContentEncoding extends SluiceError {
+  readonly code = 'unsupported_content_encoding';
+  readonly retryable = false;
+  override readonly status = 415;
+  override readonly type = 'invalid_request_error' as const;
+  override readonly param = 'content-encoding';
+  constructor(encoding: string) {
+    super(
+      `Content-Encoding '${encoding.slice(0, 64)}' is not supported: send the request body uncompressed (identity).`,
+    );
+  }
+  override headers(): Record<string, string> {
+    return { 'accept-encoding': 'identity' };
+  }
+}
+
 export class ModelNotFound extends SluiceError {
   readonly code = 'model_not_found';
   readonly retryable = false;

@@ -53,6 +53,8 @@ export interface MockWorkerOptions {
   fault?: string | undefined;
   /** Data-parallel size; requests may carry `x-data-parallel-rank` in [0, dpSize). Default 1. */
   dpSize?: number | undefined;
+  /** The context length `/v1/models` reports for every model (`max_model_len`, as vLLM does); none by default. */
+  maxModelLen?: number | undefined;
 }
 
 export interface MockWorkerStats {
@@ -301,7 +303,14 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
         return sendError(res, 503, 'unhealthy (sluice mock)');
       case 'GET /v1/models': {
         const created = Math.floor(Date.now() / 1000);
-        const data = models.map((id) => ({ id, object: 'model', created, owned_by: 'sluice-mock' }));
+        const maxModelLen = options.maxModelLen;
+        const data = models.map((id) => ({
+          id,
+          object: 'model',
+          created,
+          owned_by: 'sluice-mock',
+          ...(maxModelLen === undefined ? {} : { max_model_len: maxModelLen }),
+        }));
         return send(res, 200, JSON.stringify({ object: 'list', data }));
       }
       case 'GET /mock/stats':

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { InvalidRequest } from '../errors/http-errors.js';
+import { InvalidRequest, UnknownCursor } from '../errors/http-errors.js';
 import type { PageRequest } from '../storage/types.js';
 
 export const pageQuerySchema = z.looseObject({
@@ -19,7 +19,11 @@ export function pageRequest(query: unknown): PageRequest {
   return { after: result.data.after, limit: result.data.limit ?? 20, order: result.data.order ?? 'desc' };
 }
 
-/** Pages through items held in memory, the same way the stores page through theirs. */
+/**
+ * Pages through items held in memory, the same way the stores page through theirs. An `after`
+ * that names no item of the list is a 400 `cursor_not_found` (never an empty page: a client
+ * paging with a cursor it mistyped would take it for the end of the list).
+ */
 export function pageOf<T extends { id: string }>(
   items: readonly T[],
   page: PageRequest,
@@ -28,7 +32,7 @@ export function pageOf<T extends { id: string }>(
   let start = 0;
   if (page.after !== undefined) {
     const index = ordered.findIndex((item) => item.id === page.after);
-    if (index < 0) return { data: [], hasMore: false };
+    if (index < 0) throw new UnknownCursor(page.after);
     start = index + 1;
   }
   const data = ordered.slice(start, start + page.limit);

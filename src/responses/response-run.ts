@@ -1,6 +1,6 @@
 import type { ResumableStream } from '../dispatch/resumable-stream.js';
 import { ClientDisconnected } from '../errors/http-errors.js';
-import type { StreamError } from '../errors/stream-errors.js';
+import { type StreamError, UpstreamLimitExceeded } from '../errors/stream-errors.js';
 import { ResponseBuilder, type TerminalKind } from './response-builder.js';
 import type { ResponseObject } from './types.js';
 
@@ -13,9 +13,18 @@ export interface EventWriter {
 
 export type RunEnd = TerminalKind & { error?: StreamError | ClientDisconnected };
 
+/** The bound of what a run holds (`limits.maxBodyBytes`), and the request id its error names. */
+export interface RunLimit {
+  bytes: number;
+  requestId: string;
+}
+
 /**
  * One response being generated: the builder of its event ladder, the events kept for storage
  * and replay, and the writers that see them live (a writer that is full pauses the engine).
+ * What it holds is bounded: past `limit.bytes` of events (the response object holds their text
+ * once more), the engine request is aborted and the run fails with `upstream_body_too_large`,
+ * streamed or not, with what was built until then (stored as shown).
  */
 export class ResponseRun {
   readonly builder: ResponseBuilder;
@@ -26,10 +35,14 @@ export class ResponseRun {
   /** Aborted (reason `cancelled` or `abandoned`) when the run is cancelled or its client goes away. */
   private readonly halt = new AbortController();
   private settle: ((end: RunEnd) => void) | undefined;
+  /** Characters of the events published so far (what the run holds, at most about twice over). */
+  private held = 0;
+  private overflowed = false;
 
   constructor(
     response: ResponseObject,
     private readonly keepEvents: boolean,
+    private readonly limit?: RunLimit,
   ) {
     this.builder = new ResponseBuilder(response, (json, type) => this.publish(json, type));
   }
@@ -52,6 +65,7 @@ export class ResponseRun {
 
   /** Publishes an already-built event (the terminal one) to storage's list and every writer. */
   publish(json: string, type: string): void {
+    this.held += json.length;
     if (this.keepEvents) this.events.push(json);
     for (const writer of this.writers) {
       const stream = this.stream;
@@ -59,6 +73,12 @@ export class ResponseRun {
         stream.pause();
         writer.onDrain(() => stream.resume());
       }
+    }
+    const limit = this.limit;
+    if (limit && !this.overflowed && this.held > limit.bytes && this.settle) {
+      // Nothing more is read: the stream ends as failed, and the closing events and terminal come after.
+      this.overflowed = true;
+      this.stream?.fail(new UpstreamLimitExceeded(limit.requestId, 'body', limit.bytes));
     }
   }
 
@@ -69,7 +89,10 @@ export class ResponseRun {
       this.settle = resolve;
       stream.attach({
         onEvents: (_raw, chunks) => {
-          for (const chunk of chunks) this.builder.chunk(chunk);
+          for (const chunk of chunks) {
+            if (this.overflowed) return;
+            this.builder.chunk(chunk);
+          }
         },
         onComplete: () => this.finish({ kind: 'finished', finishReason: stream.finishReason }),
         onFail: (error) => {

@@ -3,7 +3,7 @@ import type { Dispatcher, DispatchRequest, OpenedStream } from '../dispatch/disp
 import { ResumableStream, type ResumePlan } from '../dispatch/resumable-stream.js';
 import type { SluiceError } from '../errors/base.js';
 import { isSluiceError } from '../errors/base.js';
-import { ClientDisconnected, InvalidRequest, NotFound } from '../errors/http-errors.js';
+import { ClientDisconnected, InvalidRequest, NotFound, UnmatchedCallOutput } from '../errors/http-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import type { RequestTrace } from '../observability/tracing.js';
@@ -20,7 +20,7 @@ import type { CreateResponseRequest } from './request-schema.js';
 import type { TerminalDraft } from './response-builder.js';
 import { ResponseRun, type RunEnd } from './response-run.js';
 import { type ChatMessage, contextToMessages, toChatRequest } from './to-chat.js';
-import type { InputItem, ResponseObject, ResponseStatus } from './types.js';
+import type { InputItem, OutputItem, ResponseObject, ResponseStatus } from './types.js';
 
 /** How the HTTP layer describes a create call. */
 export interface CreateCall {
@@ -69,6 +69,8 @@ export interface ResponsesServiceOptions {
   mcp?: McpTools | undefined;
   /** Reads the PDFs of `input_file` parts (default: one with the default bounds). */
   pdf?: PdfReader | undefined;
+  /** What one run may hold of its events and response (`limits.maxBodyBytes`; default 64 MiB). */
+  maxRunBytes?: number | undefined;
 }
 
 /** A response that has not ended yet; every other status is final. */
@@ -106,6 +108,7 @@ export class ResponsesService {
   async prepare(call: CreateCall): Promise<PreparedResponse> {
     const { request } = call;
     this.dispatcher.assertModel(request.model);
+    this.dispatcher.assertOutputTokens(request.model, 'max_output_tokens', request.max_output_tokens);
     const store = request.store !== false;
     if (request.background && !store) {
       throw new InvalidRequest('Background responses need store=true.', 'background', 'invalid_value');
@@ -118,6 +121,7 @@ export class ResponsesService {
       );
     const context = call.context ?? (await resolveContext(this.store, request, call.caller));
     const input = normaliseInput(request.input);
+    assertOutputsAnswerCalls(context.history, input);
     await extractPdfTexts(this.pdf, [...context.history, ...input]);
     const mcp = await (this.options.mcp ?? NO_MCP).prepare(request, context.history, input, call.signal);
     const messages = contextToMessages(request.instructions, [...context.history, ...input]);
@@ -220,7 +224,10 @@ export class ResponsesService {
   }
 
   newRun(prepared: PreparedResponse): ResponseRun {
-    return new ResponseRun(prepared.response, prepared.store);
+    return new ResponseRun(prepared.response, prepared.store, {
+      bytes: this.options.maxRunBytes ?? 64 * 1024 * 1024,
+      requestId: prepared.dispatch.requestId,
+    });
   }
 
   /**
@@ -537,6 +544,25 @@ export interface PreparedResponse {
   /** The MCP tool loop of the response (its MCP servers, and the chat messages of its first turn). */
   mcp?: { session: McpSession; messages: ChatMessage[]; turns: ResumableStream[] } | undefined;
   onUsage: CreateCall['onUsage'];
+}
+
+/**
+ * Refuses a `function_call_output` of `input` that answers no `function_call` before it (in the
+ * history it continues, or earlier in the input): a 400 naming the item.
+ */
+function assertOutputsAnswerCalls(
+  history: readonly (InputItem | OutputItem)[],
+  input: readonly InputItem[],
+): void {
+  if (!input.some((item) => item.type === 'function_call_output')) return;
+  const callId = (item: InputItem | OutputItem) => String((item as { call_id?: unknown }).call_id);
+  const calls = new Set<string>();
+  for (const item of history) if (item.type === 'function_call') calls.add(callId(item));
+  input.forEach((item, index) => {
+    if (item.type === 'function_call') calls.add(callId(item));
+    else if (item.type === 'function_call_output' && !calls.has(callId(item)))
+      throw new UnmatchedCallOutput(index, callId(item));
+  });
 }
 
 /** The prompt as text, for prefix-aware routing (the same shape the chat route uses). */

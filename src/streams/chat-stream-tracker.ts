@@ -29,12 +29,12 @@ export interface ParsedChunk {
 }
 
 /**
- * Whether a chunk carries output: text, reasoning, a tool call, a finish or the usage. The
- * opening role-only chunk that engines send before prefill does not: it proves nothing about
- * generation.
+ * Whether a chunk carries output: text, reasoning, a tool call or a finish. Neither the opening
+ * role-only chunk that engines send before prefill nor a usage-only chunk (`choices: []` with
+ * `usage`) does: they prove nothing about generation, and a stream that fails after them has
+ * shown the client nothing of its answer yet, so it is retried like one that sent nothing.
  */
 export function carriesOutput(chunk: ParsedChunk): boolean {
-  if (chunk.usage) return true;
   return isProgress(chunk);
 }
 

@@ -234,6 +234,8 @@ export class EngineStream {
       // The events of one read are contiguous from the region's start: forward them in one
       // write, up to the failure or to `[DONE]` (anything an engine sends after it is dropped).
       this.sink.onEvents(forwardEnd === region.length ? region : region.subarray(0, forwardEnd), chunks);
+      // The sink may have ended the stream (a client gone, a bound of what it holds passed).
+      if (this.ended) return;
     }
     if (failed) this.fail(failed);
     else if (this.readCompleted) this.complete(true);
@@ -255,8 +257,8 @@ export class EngineStream {
     }
     if (verdict.kind === 'chunk') {
       this.readChunks.push(verdict.chunk);
+      // Output is progress: a usage or role chunk alone is not (see carriesOutput).
       if (verdict.progress) this.readProgress = this.readOutput = true;
-      else if (verdict.chunk.usage) this.readOutput = true;
     } else if (verdict.kind === 'done') this.readCompleted = true;
     // The read's region starts at its first event: an event's end is where the forward ends.
     this.readForwardEnd = end;

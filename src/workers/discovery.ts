@@ -1,8 +1,14 @@
 import { callWorker } from './upstream-call.js';
 import type { Worker } from './worker.js';
 
-/** Reads the models a worker serves from its OpenAI-compatible `/v1/models`. */
-export async function discoverModels(worker: Worker, timeoutMs: number): Promise<string[]> {
+export interface DiscoveredModels {
+  ids: string[];
+  /** The context length of each model that reports one (vLLM's `max_model_len`). */
+  maxModelLen: Map<string, number>;
+}
+
+/** Reads the models a worker serves from its OpenAI-compatible `/v1/models`, with their `max_model_len`. */
+export async function discoverModels(worker: Worker, timeoutMs: number): Promise<DiscoveredModels> {
   const { status, text } = await callWorker(worker, 'GET', '/v1/models', timeoutMs);
   if (status !== 200) throw new Error(`GET /v1/models answered HTTP ${status}`);
   let parsed: unknown;
@@ -13,9 +19,14 @@ export async function discoverModels(worker: Worker, timeoutMs: number): Promise
   }
   const data = (parsed as { data?: unknown }).data;
   if (!Array.isArray(data)) throw new Error('GET /v1/models has no data array');
-  const ids = data
-    .map((entry: unknown) => (entry as { id?: unknown }).id)
-    .filter((id): id is string => typeof id === 'string' && id.length > 0);
+  const ids: string[] = [];
+  const maxModelLen = new Map<string, number>();
+  for (const entry of data) {
+    const { id, max_model_len: length } = (entry ?? {}) as { id?: unknown; max_model_len?: unknown };
+    if (typeof id !== 'string' || id.length === 0) continue;
+    ids.push(id);
+    if (typeof length === 'number' && Number.isSafeInteger(length) && length > 0) maxModelLen.set(id, length);
+  }
   if (ids.length === 0) throw new Error('GET /v1/models lists no model');
-  return ids;
+  return { ids, maxModelLen };
 }

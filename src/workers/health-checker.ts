@@ -49,8 +49,12 @@ export class HealthChecker {
       const { status } = await callWorker(worker, 'GET', worker.healthPath, this.options.timeoutMs);
       if (status < 200 || status >= 300) failure = `answered HTTP ${status}`;
       else if (!worker.discovered) {
-        const models = worker.configuredModels ?? (await discoverModels(worker, this.options.timeoutMs));
-        this.registry.setModels(worker, models);
+        if (worker.configuredModels) this.registry.setModels(worker, worker.configuredModels);
+        else {
+          const found = await discoverModels(worker, this.options.timeoutMs);
+          worker.maxModelLen = found.maxModelLen;
+          this.registry.setModels(worker, found.ids);
+        }
       }
     } catch (err) {
       failure = failureCause(err, this.options.timeoutMs);

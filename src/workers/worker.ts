@@ -60,6 +60,8 @@ export class Worker {
   healthy = false;
   /** Set when the worker answered its model list at least once. */
   discovered = false;
+  /** The context length of its models, as its `/v1/models` reports them (discovered workers only). */
+  maxModelLen: ReadonlyMap<string, number> = new Map();
   lastError: { code: string; message: string } | null = null;
   /** Why the last health check failed, in a few words (`connection refused`, `answered HTTP 503`). */
   downCause: string | null = null;

@@ -17,6 +17,12 @@ import type { AddressInfo } from 'node:net';
  * - `huge_body:<MiB>`: a non-streaming answer of that many MiB.
  * - `status:<code>[:<retry-after>]`: that HTTP status with an OpenAI-shaped error body (none for
  *   204/304), and the Retry-After header when given.
+ * - `usage_reset`: a usage-only chunk (`choices: []` with `usage`), then the connection is reset
+ *   (an engine that reports its prompt's usage first, then dies before any token).
+ * - `endless[:<bytes>[:<per ms>]]`: a correct start, then tokens of that many bytes (default
+ *   4 KiB), at most that many a millisecond (default 16) and never faster than the gateway reads,
+ *   never a finish (an engine that honours `max_tokens: 2^53-1`); non-streaming: a JSON body
+ *   that never ends.
  * - `linger`: a correct stream of 5 tokens and `[DONE]`, after which the response never ends:
  *   a comment every 100 ms (a proxy that holds the connection open past the terminal event).
  * - `ok`: a correct stream of 5 tokens (or a correct JSON answer).
@@ -181,6 +187,33 @@ export async function startEvilEngine(mode = 'ok'): Promise<EvilEngine> {
           }
           left -= piece.length;
           write(piece);
+          return undefined;
+        });
+        return;
+      }
+      case 'usage_reset': {
+        sse();
+        write(
+          `data: ${JSON.stringify({ id: 'chatcmpl-evil', object: 'chat.completion.chunk', model: MODEL, choices: [], usage: { prompt_tokens: 3, completion_tokens: 0, total_tokens: 3 } })}\n\n`,
+        );
+        setTimeout(() => res.destroy(), 20);
+        return;
+      }
+      case 'endless': {
+        const piece = 'e'.repeat(Number(arg1 ?? 4096));
+        let token = piece;
+        if (stream) {
+          sse();
+          write(chunk({ role: 'assistant', content: '' }));
+          token = chunk({ content: piece });
+        } else {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          write('{"choices":[{"index":0,"message":{"role":"assistant","content":"');
+        }
+        // As fast as the gateway reads, never faster: what the engine buffers stays small.
+        every(1, () => {
+          const perTick = Number(arg2 ?? 16);
+          for (let i = 0; i < perTick && !res.writableNeedDrain; i++) write(token);
           return undefined;
         });
         return;

@@ -79,6 +79,7 @@ type GenerationSchema = z.ZodType<{
   model: string;
   stream?: boolean | null | undefined;
   stream_options?: { include_usage?: boolean | null | undefined } | null | undefined;
+  max_tokens?: number | null | undefined;
 }>;
 
 /** A request checked and admitted, ready to dispatch: what the phases after validation need of it. */
@@ -147,6 +148,10 @@ function prepareCall<S extends GenerationSchema>(
   const raw = request.body as Record<string, unknown> | undefined;
   const body = validateBody(kind.schema, request.body);
   dispatcher.assertModel(body.model);
+  dispatcher.assertOutputTokens(body.model, 'max_tokens', body.max_tokens);
+  const completionTokens = raw?.max_completion_tokens;
+  if (typeof completionTokens === 'number')
+    dispatcher.assertOutputTokens(body.model, 'max_completion_tokens', completionTokens);
   observer.trace?.request(body.model, raw ?? {});
   const forceUsage =
     grant !== undefined && body.stream === true && body.stream_options?.include_usage !== true;

@@ -78,6 +78,7 @@ function messagesCreate(ctx: GatewayContext): (request: ApiRequest, reply: ApiRe
       const grant = await ctx.access.admitBody(request, reply, true, credentialOf(request));
       const body = validateBody(messagesRequestSchema, request.body);
       dispatcher.assertModel(body.model);
+      dispatcher.assertOutputTokens(body.model, 'max_tokens', body.max_tokens);
       observer.model = body.model;
       observer.trace?.request(body.model, raw ?? {});
       const chatBody = toChatRequest(body);
@@ -174,8 +175,9 @@ export function messagesRoutes(ctx: GatewayContext) {
   async function countTokens(request: FastifyRequest, reply: FastifyReply): Promise<void> {
     const observer = new RequestObserver(ctx.metrics, ctx.log, COUNT_ROUTE, request.id);
     try {
-      // Counting spends no generation: a key is needed, its rate limits are not.
-      await ctx.access.admitBody(request, reply, false, credentialOf(request));
+      // Counting spends no generation, but it costs a call to the engine's tokenizer: it is
+      // admitted like any request, against the key's rate limits and budget.
+      await ctx.access.admitBody(request, reply, true, credentialOf(request));
       const body = validateBody(countTokensRequestSchema, request.body);
       ctx.dispatcher.assertModel(body.model);
       observer.model = body.model;
