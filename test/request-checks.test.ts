@@ -178,6 +178,36 @@ describe('cursors and content codings', () => {
     });
   });
 
+  it("conversation items ?after= an id that is not in the conversation is a 400 cursor_not_found; the last item's id is an empty page", async () => {
+    const { url } = await setup();
+    const conversation = (await post(`${url}/v1/conversations`, {
+      items: [
+        { role: 'user', content: 'one' },
+        { role: 'user', content: 'two' },
+      ],
+    }).then((r) => r.json())) as { id: string };
+    const list = (await (
+      await fetch(`${url}/v1/conversations/${conversation.id}/items?order=asc`)
+    ).json()) as {
+      data: { id: string }[];
+    };
+    expect(list.data).toHaveLength(2);
+    const last = await fetch(
+      `${url}/v1/conversations/${conversation.id}/items?order=asc&after=${list.data[1]!.id}`,
+    );
+    expect(last.status).toBe(200);
+    expect((await last.json()) as { data: unknown[]; has_more: boolean }).toMatchObject({
+      data: [],
+      has_more: false,
+    });
+    const bad = await fetch(`${url}/v1/conversations/${conversation.id}/items?after=nope`);
+    expect(bad.status).toBe(400);
+    expect(((await bad.json()) as ErrorBody).error).toMatchObject({
+      code: 'cursor_not_found',
+      param: 'after',
+    });
+  });
+
   it('Content-Encoding: gzip is a 415 unsupported_content_encoding, on the framework-free routes and the others, in each API shape', async () => {
     const { worker, url } = await setup();
     const garbage = Buffer.from('this is not gzip at all');

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { InvalidRequest, NotFound } from '../errors/http-errors.js';
+import { InvalidRequest, NotFound, UnknownCursor } from '../errors/http-errors.js';
 import type { PageRequest, Store, StoredItem } from '../storage/types.js';
 import { newId } from './ids.js';
 import { normaliseInput } from './input-items.js';
@@ -94,6 +94,14 @@ export class ConversationsService {
     await this.get(id, caller);
     const found = await this.backend.listConversationItems(id, page);
     if (!found) throw notFound(id);
+    // An `after` that names no item of the conversation pages nothing: a 400, as for a stored
+    // response's input items (a mistyped cursor must not read as the end of the list).
+    if (
+      page.after !== undefined &&
+      found.data.length === 0 &&
+      !(await this.backend.getConversationItem(id, page.after))
+    )
+      throw new UnknownCursor(page.after);
     return { data: found.data.map((item) => JSON.parse(item.json) as InputItem), hasMore: found.hasMore };
   }
 
