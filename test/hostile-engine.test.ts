@@ -244,8 +244,10 @@ describe('bounded buffers', () => {
     expect(res.text).not.toContain('aaaa');
     await eventually(() => engine!.stats.aborted === 1);
     expect(await failures(url, 'chat_completions', 'limit_exceeded')).toBe(1);
-    // The gateway stopped reading at the bound: the engine could not push much past it.
-    expect(engine!.stats.bytes[0]).toBeLessThan(16 * 1024 * 1024);
+    // The gateway stopped reading at the bound: the engine (which honours backpressure and counts
+    // what its socket took) got little past it, the kernel's buffers at most.
+    expect(engine!.stats.bytes[0]).toBeGreaterThan(256 * 1024);
+    expect(engine!.stats.bytes[0]).toBeLessThan(4 * 256 * 1024);
   });
 
   it('other streams go on while one engine sends an endless line', async () => {
@@ -273,7 +275,10 @@ describe('bounded buffers', () => {
     expect(res.status).toBe(502);
     expect((res.json() as { error: { code: string } }).error.code).toBe('upstream_preamble_too_large');
     await eventually(() => engine!.stats.aborted === 2 && engine!.stats.open === 0);
-    for (const bytes of engine!.stats.bytes) expect(bytes).toBeLessThan(16 * 1024 * 1024);
+    for (const bytes of engine!.stats.bytes) {
+      expect(bytes).toBeGreaterThan(512 * 1024);
+      expect(bytes).toBeLessThan(4 * 512 * 1024);
+    }
   });
 
   it('a non-streaming body past its bound is a 502 upstream_body_too_large, not retried', async () => {
@@ -288,7 +293,9 @@ describe('bounded buffers', () => {
     expect((res.json() as { error: { code: string } }).error.code).toBe('upstream_body_too_large');
     expect(engine!.stats.requests).toBe(1);
     await eventually(() => engine!.stats.aborted === 1);
-    expect(engine!.stats.bytes[0]).toBeLessThan(32 * 1024 * 1024);
+    // Read up to the bound, then cut: not the 64 MiB the engine had to send.
+    expect(engine!.stats.bytes[0]).toBeGreaterThan(1024 * 1024);
+    expect(engine!.stats.bytes[0]).toBeLessThan(4 * 1024 * 1024);
   });
 });
 

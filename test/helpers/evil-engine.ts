@@ -38,7 +38,7 @@ export interface EvilEngine {
     aborted: number;
     /** Answers still being written. */
     open: number;
-    /** Bytes written per request, in order. */
+    /** Bytes of each answer the socket took (handed to the kernel), per request, in order. */
     bytes: number[];
     requestIds: string[];
   };
@@ -103,18 +103,25 @@ export async function startEvilEngine(mode = 'ok'): Promise<EvilEngine> {
       if (!ended) stats.aborted++;
       stop();
     });
+    // Bytes are counted once the socket took them (the write's callback: handed to the kernel),
+    // not when queued here: what the gateway read, give or take the kernel's buffers.
+    const accepted = (length: number) => (err?: Error | null) => {
+      if (!err) stats.bytes[index]! += length;
+    };
     const write = (data: string | Buffer): boolean => {
       if (res.destroyed) return false;
-      stats.bytes[index]! += Buffer.byteLength(data);
-      return res.write(data);
+      return res.write(data, accepted(Buffer.byteLength(data)));
     };
     const end = (data?: string) => {
-      if (data !== undefined) stats.bytes[index]! += Buffer.byteLength(data);
       stop();
-      res.end(data);
+      if (data === undefined) res.end();
+      else res.end(data, accepted(Buffer.byteLength(data)));
     };
+    // A flood honours backpressure, as a real server's socket does: while the gateway does not
+    // read, nothing more is queued here (a tick is skipped until the response drains).
     const every = (ms: number, tick: () => boolean | undefined) => {
       const timer = setInterval(() => {
+        if (res.writableNeedDrain) return;
         if (res.destroyed || tick() === false) {
           clearInterval(timer);
           timers.delete(timer);
