@@ -221,28 +221,41 @@ describe('Responses API: the MCP tool loop', () => {
       ['dying', 'failed', null],
       ['slow', 'failed', null],
     ]);
-    expect(calls[0]!.error).toContain('boom');
-    for (const call of calls) expect(typeof call.error).toBe('string');
+    const [explodeError, vanishError, dawdleError] = calls.map((c) => c.error as string);
+    expect(explodeError).toContain('boom');
+    // The dead server is told apart from the slow one: its connection was dropped (the test
+    // server destroys its socket), it did not time out; the slow one timed out.
+    expect(vanishError).toMatch(/^The MCP server closed the connection before answering \(\w+\)\.$/);
+    expect(vanishError).not.toMatch(/within|timed out/i);
+    expect(dawdleError).toBe('The MCP server did not answer within 400 ms.');
     expect(response.output.at(-1)).toMatchObject({ type: 'message', status: 'completed' });
     expect(worker.stats.requests).toBe(4);
     const final = worker.stats.lastBodies.at(-1) as { messages: { role: string; content: string }[] };
     const told = final.messages.filter((m) => m.role === 'tool').map((m) => m.content);
-    expect(told).toHaveLength(3);
-    for (const content of told) expect(content).toMatch(/^Error: the tool call failed/);
+    expect(told).toEqual(
+      [explodeError, vanishError, dawdleError].map((e) => `Error: the tool call failed: ${e}`),
+    );
     expect(bad.calls).toHaveLength(1);
     expect(dying.calls).toHaveLength(1);
     expect(slow.calls).toHaveLength(1);
     await eventually(() => slow.aborted === 1); // the timed-out call was cancelled on the server
+    // The calls are made one after the other: the slow server gets its call once the dying one's
+    // failure is known. That took far less than the call timeout, as the slow server measured it
+    // in this request (its call to its cancellation): the failure was the dropped connection, not
+    // the timeout firing.
+    const dyingFailureKnownAfter = slow.callTimes[0]! - dying.callTimes[0]!;
+    const slowTimedOutAfter = slow.abortTimes[0]! - slow.callTimes[0]!;
+    expect(dyingFailureKnownAfter).toBeLessThan(slowTimedOutAfter / 2);
     expect(await stored(gateway.url, response.id)).toBe(terminalText(last.data));
   });
 
   it.each([
-    ['an error frame', 'error_frame_after:3'],
-    ['a reset', 'reset_after:3'],
-    ['a stall', 'stall_after:3'],
+    ['an error frame', 'error_frame_after:3', 'upstream_error_frame', 'upstream_error_frame'],
+    ['a reset', 'reset_after:3', 'request_stream_closed', 'upstream_closed'],
+    ['a stall', 'stall_after:3', 'stream_idle_timeout', 'idle_timeout'],
   ])(
     'an engine fault in the second turn (%s): response.failed with the first turn items kept, stored as sent, counted once',
-    async (_, fault) => {
+    async (_, fault, code, reason) => {
       const echo = await mcp('answer');
       const workers = await fx.mocks(1);
       const gateway = await fx.gateway({
@@ -250,7 +263,10 @@ describe('Responses API: the MCP tool loop', () => {
         timeouts: { idleMs: 300 },
         mcp: { allowedServers: ['http://127.0.0.1:*/mcp'] },
       });
-      const before = await metricOrZero(gateway.url, 'sluice_stream_failures_total', { api: 'responses' });
+      const failures = (labels: Record<string, string> = {}) =>
+        metricOrZero(gateway.url, 'sluice_stream_failures_total', { api: 'responses', ...labels });
+      const before = await failures();
+      const beforeReason = await failures({ reason });
       const res = await post(
         `${gateway.url}/v1/responses`,
         { model: 'mock-model', input: 'fail later', stream: true, tools: [tool(echo, 'echoer')] },
@@ -268,7 +284,7 @@ describe('Responses API: the MCP tool loop', () => {
         output: Item[];
       };
       expect(response.status).toBe('failed');
-      expect(response.error.code).toBeTruthy();
+      expect(response.error.code).toBe(code);
       expect(response.output.map((i) => [i.type, i.status])).toEqual([
         ['mcp_list_tools', 'completed'],
         ['mcp_call', 'completed'],
@@ -280,10 +296,9 @@ describe('Responses API: the MCP tool loop', () => {
       // The stored events are the events sent.
       const replay = await (await fetch(`${gateway.url}/v1/responses/${response.id}?stream=true`)).text();
       expect(parseEvents(replay).map((e) => e.data)).toEqual(events.map((e) => e.data));
-      await eventually(
-        async () =>
-          (await metric(gateway.url, 'sluice_stream_failures_total', { api: 'responses' })) === before + 1,
-      );
+      // Counted once, under the fault's reason.
+      await eventually(async () => (await failures({ reason })) === beforeReason + 1);
+      expect(await failures()).toBe(before + 1);
       expect(echo.calls).toHaveLength(1);
     },
   );

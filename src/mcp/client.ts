@@ -4,7 +4,7 @@ import {
   StreamableHTTPClientTransport,
   StreamableHTTPError,
 } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { ListToolsResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, ListToolsResultSchema, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { Agent, Response as UndiciResponse, fetch as undiciFetch } from 'undici';
 import { type CheckedTarget, pinnedLookup } from './address.js';
 
@@ -252,7 +252,7 @@ export class McpConnection {
     } catch (err) {
       if (outer.aborted) return { error: 'The tool call was aborted.' };
       if (this.guard.trip.signal.aborted) return { error: outputTooLarge(maxOutputBytes) };
-      if (err instanceof McpError) return { error: describe(err) };
+      if (err instanceof McpError && !sdkTimeout(err)) return { error: describe(err) };
       return { error: `The MCP server ${explain(err, this.guard).reason}.` };
     }
   }
@@ -316,14 +316,42 @@ function networkCode(err: unknown): string | undefined {
 }
 
 /**
+ * The codes of a connection that was open and then closed or reset by the server: undici's
+ * UND_ERR_SOCKET ("other side closed"), a reset, a write to a closed socket. A server that
+ * crashed mid-call, told apart from one that could not be reached or did not answer in time.
+ */
+const DROPPED_CONNECTION_CODES: ReadonlySet<string> = new Set(['UND_ERR_SOCKET', 'ECONNRESET', 'EPIPE']);
+
+/** The code of a dropped connection somewhere in an error's causes. */
+function droppedConnectionCode(err: unknown): string | undefined {
+  for (let e: unknown = err, depth = 0; e instanceof Error && depth < 5; e = e.cause, depth++) {
+    const code = (e as { code?: unknown }).code;
+    if (typeof code === 'string' && DROPPED_CONNECTION_CODES.has(code)) return code;
+  }
+  return undefined;
+}
+
+/**
+ * The SDK's own request timeout (it races the gateway's: both are given the same bound) as an
+ * McpTimeout, so that a timeout reads the same whichever fired first.
+ */
+function sdkTimeout(err: unknown): McpTimeout | undefined {
+  if (!(err instanceof McpError) || err.code !== ErrorCode.RequestTimeout) return undefined;
+  const ms = (err.data as { timeout?: unknown } | undefined)?.timeout;
+  return typeof ms === 'number' ? new McpTimeout(ms) : undefined;
+}
+
+/**
  * What failed, in words that carry nothing the server said: a timeout, a message over the bound,
- * a redirect, an HTTP status, a network error's code, an MCP error's code, or "not an MCP server".
+ * a redirect, a dropped connection, an HTTP status, a network error's code, an MCP error's code,
+ * or "not an MCP server".
  */
 function explain(err: unknown, guard: Guard): McpFailure {
   const detail = describe(err);
   const tripped = guard.trip.signal.reason;
   if (err instanceof McpFailure) return err;
-  if (err instanceof McpTimeout) return new McpFailure(`did not answer within ${err.ms} ms`, detail);
+  const timeout = err instanceof McpTimeout ? err : sdkTimeout(err);
+  if (timeout) return new McpFailure(`did not answer within ${timeout.ms} ms`, detail);
   if (tripped instanceof McpMessageTooLarge || err instanceof McpMessageTooLarge) {
     const limit = (tripped instanceof McpMessageTooLarge ? tripped : (err as McpMessageTooLarge)).limit;
     return new McpFailure(`sent a message larger than ${limit} bytes, which was cut`, detail);
@@ -331,6 +359,8 @@ function explain(err: unknown, guard: Guard): McpFailure {
   const redirect = findCause(err, McpRedirect);
   if (redirect)
     return new McpFailure(`answered HTTP ${redirect.status}, a redirect the gateway does not follow`, detail);
+  const dropped = droppedConnectionCode(err);
+  if (dropped) return new McpFailure(`closed the connection before answering (${dropped})`, detail);
   if (guard.status !== undefined) return new McpFailure(`answered HTTP ${guard.status}`, detail);
   const code = networkCode(err);
   if (code) return new McpFailure(`could not be reached (${code})`, detail);

@@ -15,8 +15,12 @@ export interface TestMcpServer {
   tool: string;
   /** Tool calls received (their arguments). */
   calls: Record<string, unknown>[];
+  /** When each tool call was received (`performance.now()`), in the order of `calls`. */
+  callTimes: number[];
   /** Calls that ended because the client went away (slow server only). */
   aborted: number;
+  /** When each of those calls ended (`performance.now()`), in the order of `aborted`. */
+  abortTimes: number[];
   /** The headers of every HTTP request it received. */
   headers: IncomingHttpHeaders[];
   close(): Promise<void>;
@@ -42,7 +46,9 @@ export async function startMcpServer(behaviour: McpBehaviour, slowMs = 5_000): P
     url: '',
     tool,
     calls: [],
+    callTimes: [],
     aborted: 0,
+    abortTimes: [],
     headers: [],
     close: async () => {},
   };
@@ -58,6 +64,7 @@ export async function startMcpServer(behaviour: McpBehaviour, slowMs = 5_000): P
       { description: `The ${behaviour} tool`, inputSchema: { text: z.string() } },
       async ({ text }, extra): Promise<CallToolResult> => {
         state.calls.push({ text });
+        state.callTimes.push(performance.now());
         if (behaviour === 'error')
           return { isError: true, content: [{ type: 'text', text: 'boom: the tool broke' }] };
         if (behaviour === 'die') {
@@ -70,6 +77,7 @@ export async function startMcpServer(behaviour: McpBehaviour, slowMs = 5_000): P
             extra.signal.addEventListener('abort', () => {
               clearTimeout(timer);
               state.aborted++;
+              state.abortTimes.push(performance.now());
               resolve();
             });
           });
@@ -122,7 +130,9 @@ export async function startSseMcpServer(): Promise<TestMcpServer> {
     url: '',
     tool: 'echo',
     calls: [],
+    callTimes: [],
     aborted: 0,
+    abortTimes: [],
     headers: [],
     close: async () => {},
   };
@@ -138,6 +148,7 @@ export async function startSseMcpServer(): Promise<TestMcpServer> {
         { description: 'The echo tool', inputSchema: { text: z.string() } },
         async ({ text }): Promise<CallToolResult> => {
           state.calls.push({ text });
+          state.callTimes.push(performance.now());
           return { content: [{ type: 'text', text: `echo: ${text}` }] };
         },
       );
@@ -220,7 +231,9 @@ export async function startScriptedMcpServer(options: ScriptedMcpOptions): Promi
     url: '',
     tool: '',
     calls: [],
+    callTimes: [],
     aborted: 0,
+    abortTimes: [],
     headers: [],
     pages: 0,
     endless: { written: 0, closed: false },
@@ -274,6 +287,7 @@ export async function startScriptedMcpServer(options: ScriptedMcpOptions): Promi
     const body = (await readBody(req)) as { method?: string; id?: unknown; params?: unknown } | undefined;
     if (options.endless && body?.method === 'tools/call') {
       state.calls.push((body.params as { arguments?: Record<string, unknown> })?.arguments ?? {});
+      state.callTimes.push(performance.now());
       await writeEndless(res, body.id);
       return;
     }
@@ -295,6 +309,7 @@ export async function startScriptedMcpServer(options: ScriptedMcpOptions): Promi
     server.setRequestHandler(CallToolRequestSchema, async (request) => {
       const args = request.params.arguments ?? {};
       state.calls.push(args);
+      state.callTimes.push(performance.now());
       return (options.call?.(request.params.name, args) ?? { content: [] }) as never;
     });
     const transport = new StreamableHTTPServerTransport({
