@@ -1,9 +1,9 @@
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import type { FastifyInstance } from 'fastify';
-import { AccessControl } from './api/access-control.js';
 import type { GatewayContext } from './api/context.js';
 import { buildServer } from './api/server.js';
+import { AccessControl } from './auth/access-control.js';
 import { ModelSettings } from './config/model-settings.js';
 import type { SluiceConfig } from './config/schema.js';
 import { KubernetesDiscovery } from './discovery/kubernetes.js';

@@ -4,8 +4,8 @@ import { runInNewContext } from 'node:vm';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterEach, describe, expect, it } from 'vitest';
-import { drainWaiter } from '../src/api/drain-waiter.js';
 import type { SluiceConfigInput } from '../src/config/schema.js';
+import { drainWaiter } from '../src/pipeline/drain-waiter.js';
 import { EVIL_MODEL, type EvilEngine, startEvilEngine } from './helpers/evil-engine.js';
 import { eventually, metric, metricOrZero, perTest, post, sseData } from './helpers/gateway.js';
 

@@ -2,12 +2,12 @@ import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { relayMessages } from '../src/api/messages-relay.js';
-import type { StreamOutcome } from '../src/api/relay-stream.js';
 import type { ResumableStream } from '../src/dispatch/resumable-stream.js';
 import type { Gateway } from '../src/gateway.js';
+import { MessagesStreamEncoder } from '../src/messages/stream-encoder.js';
 import { sequence } from '../src/mock/generate.js';
 import type { MockWorker } from '../src/mock/mock-worker.js';
+import { relayStream, type StreamOutcome } from '../src/pipeline/relay.js';
 import type { ParsedChunk } from '../src/streams/chat-stream-tracker.js';
 import type { EngineStreamSink } from '../src/streams/engine-stream.js';
 import { EVIL_MODEL, type EvilEngine, startEvilEngine } from './helpers/evil-engine.js';
@@ -395,7 +395,7 @@ describe('an engine that reports its own failure as a finish', () => {
   });
 });
 
-describe('the Messages relay on its own', () => {
+describe('the Messages stream encoder on the pipeline relay, on its own', () => {
   /** A stand-in for the engine stream: the test drives its sink. */
   function fakeStream() {
     const fake = {
@@ -420,13 +420,15 @@ describe('the Messages relay on its own', () => {
     const done: Promise<StreamOutcome>[] = [];
     const server = createServer((_req, res) => {
       done.push(
-        relayMessages(res, fake as unknown as ResumableStream, {
-          requestId: 'r1',
-          model: 'm',
-          stopSequences: undefined,
-          clientGone: new AbortController().signal,
-          pingMs,
-        }),
+        relayStream(
+          res,
+          fake as unknown as ResumableStream,
+          new MessagesStreamEncoder('r1', 'm', undefined, pingMs),
+          {
+            requestId: 'r1',
+            clientGone: new AbortController().signal,
+          },
+        ),
       );
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));

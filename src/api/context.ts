@@ -1,3 +1,4 @@
+import type { AccessControl } from '../auth/access-control.js';
 import type { SluiceConfig } from '../config/schema.js';
 import type { Dispatcher } from '../dispatch/dispatcher.js';
 import type { Router } from '../dispatch/router.js';
@@ -10,7 +11,6 @@ import type { Store } from '../storage/types.js';
 import type { RequestRegistry } from '../streams/request-registry.js';
 import type { HealthChecker } from '../workers/health-checker.js';
 import type { WorkerRegistry } from '../workers/registry.js';
-import type { AccessControl } from './access-control.js';
 
 export interface Lifecycle {
   /** Set on shutdown: new requests get a 503 and readiness fails. */

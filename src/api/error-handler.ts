@@ -1,46 +1,8 @@
-import type { FastifyError, FastifyInstance } from 'fastify';
-import { isSluiceError, type SluiceError } from '../errors/base.js';
-import { InternalError, InvalidRequest, NotFound, PayloadTooLarge } from '../errors/http-errors.js';
+import type { FastifyInstance } from 'fastify';
+import { toSluiceError } from '../errors/from-thrown.js';
+import { InternalError, NotFound } from '../errors/http-errors.js';
 import type { Logger } from '../observability/logger.js';
-import type { ApiReply } from './exchange.js';
-
-/** Maps anything thrown while serving a request to a typed error with an OpenAI-shaped body. */
-export function toSluiceError(err: unknown, bodyLimit: number): SluiceError {
-  if (isSluiceError(err)) return err;
-  const fastifyError = err as Partial<FastifyError>;
-  switch (fastifyError.code) {
-    case 'FST_ERR_CTP_BODY_TOO_LARGE':
-      return new PayloadTooLarge(bodyLimit);
-    case 'FST_ERR_CTP_INVALID_MEDIA_TYPE':
-      return new InvalidRequest(
-        'Unsupported Content-Type: send the body as application/json.',
-        null,
-        'unsupported_media_type',
-        415,
-      );
-    case 'FST_ERR_CTP_EMPTY_JSON_BODY':
-      return new InvalidRequest(
-        'The request body is empty; a JSON object was expected.',
-        null,
-        'invalid_body',
-      );
-    case 'FST_ERR_CTP_INVALID_JSON_BODY':
-    case 'FST_ERR_CTP_INVALID_CONTENT_LENGTH':
-      return new InvalidRequest(
-        `The request body is not valid JSON: ${fastifyError.message}`,
-        null,
-        'invalid_json',
-      );
-  }
-  if (err instanceof SyntaxError || fastifyError.statusCode === 400) {
-    return new InvalidRequest(
-      `The request body is not valid JSON: ${(err as Error).message}`,
-      null,
-      'invalid_json',
-    );
-  }
-  return new InternalError();
-}
+import type { ApiReply } from '../pipeline/exchange.js';
 
 /** Codes of a body refused before any route saw it (so no request line logs it). */
 const BODY_CODES = new Set(['invalid_json', 'payload_too_large', 'unsupported_media_type']);

@@ -1,7 +1,7 @@
 import type { ServerResponse } from 'node:http';
+import { sseEventWriter } from '../pipeline/sse-event-writer.js';
 import { isUnfinished } from '../responses/service.js';
 import type { StoredResponse } from '../storage/types.js';
-import { sseEventWriter } from './sse-writer.js';
 
 export interface FollowOptions {
   /** Events with a sequence number up to this one are skipped. */

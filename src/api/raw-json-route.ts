@@ -1,11 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { PayloadTooLarge } from '../errors/http-errors.js';
 import type { Logger } from '../observability/logger.js';
+import type { ApiHandler, ApiReply, ApiRequest } from '../pipeline/exchange.js';
 import { answerError } from './error-handler.js';
-import type { ApiReply, ApiRequest } from './exchange.js';
 import { parseJsonBody } from './json-body.js';
 import { requestId } from './request-id.js';
-import type { ApiHandler } from './routes/generation.js';
 
 /**
  * A reply written straight to node:http's response, with what the routes use of a fastify

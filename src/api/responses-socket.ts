@@ -2,6 +2,7 @@ import { randomBytes } from 'node:crypto';
 import type { FastifyReply, FastifyRequest } from 'fastify';
 import type { RawData, WebSocket } from 'ws';
 import type { SluiceError } from '../errors/base.js';
+import { toSluiceError } from '../errors/from-thrown.js';
 import {
   ClientDisconnected,
   Conflict,
@@ -9,17 +10,16 @@ import {
   InvalidRequest,
   StreamLimitReached,
 } from '../errors/http-errors.js';
+import { parseResumeHeader } from '../pipeline/request-headers.js';
+import { RequestObserver } from '../pipeline/request-observer.js';
+import { validateBody } from '../pipeline/validate-body.js';
 import { type ResolvedContext, resolveContext } from '../responses/context.js';
 import { createResponseSchema } from '../responses/request-schema.js';
 import type { EventWriter } from '../responses/response-run.js';
 import type { InputItem, OutputItem } from '../responses/types.js';
 import { callerOf } from './caller.js';
 import type { GatewayContext } from './context.js';
-import { toSluiceError } from './error-handler.js';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from './json-body.js';
-import { RequestObserver } from './request-observer.js';
-import { parseResumeHeader } from './routes/generation.js';
-import { validateBody } from './schemas/validate.js';
 
 /** `WebSocket.OPEN` (the `ws` module is only imported for its types here). */
 const OPEN = 1;

@@ -7,9 +7,10 @@ import Fastify, {
   type FastifyReply,
   LogController,
 } from 'fastify';
+import { toSluiceError } from '../errors/from-thrown.js';
 import { GatewayShuttingDown, InvalidRequest, UnsupportedContentEncoding } from '../errors/http-errors.js';
 import type { GatewayContext } from './context.js';
-import { installErrorHandlers, toSluiceError } from './error-handler.js';
+import { installErrorHandlers } from './error-handler.js';
 import { parseJsonBody } from './json-body.js';
 import { type RawRoute, rawJsonRoute } from './raw-json-route.js';
 import { requestId } from './request-id.js';

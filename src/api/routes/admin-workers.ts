@@ -2,8 +2,8 @@ import type { FastifyInstance } from 'fastify';
 import { workerSchema } from '../../config/schema.js';
 import { NotFound } from '../../errors/http-errors.js';
 import { ClientClosed } from '../../errors/stream-errors.js';
+import { validateBody } from '../../pipeline/validate-body.js';
 import type { GatewayContext } from '../context.js';
-import { validateBody } from '../schemas/validate.js';
 
 /** Runtime worker management: `POST/GET/DELETE /admin/workers[/:id]`. */
 export function adminWorkerRoutes(ctx: GatewayContext) {

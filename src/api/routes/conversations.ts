@@ -1,4 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
+import { validateBody } from '../../pipeline/validate-body.js';
 import {
   addItemsSchema,
   createConversationSchema,
@@ -7,7 +8,6 @@ import {
 import { listObject, pageRequest } from '../../responses/pagination.js';
 import { admitCaller, callerOf } from '../caller.js';
 import type { GatewayContext } from '../context.js';
-import { validateBody } from '../schemas/validate.js';
 
 type ConversationRequest = FastifyRequest<{ Params: { id: string; itemId?: string }; Querystring: unknown }>;
 

@@ -1,12 +1,12 @@
 import type { FastifyInstance } from 'fastify';
 import { GatewayShuttingDown } from '../../errors/http-errors.js';
+import { abortWhenClientLeaves } from '../../pipeline/client-watch.js';
+import { endFailedRequest } from '../../pipeline/end-request.js';
+import { headerForwarder } from '../../pipeline/forwarded-headers.js';
+import { RequestObserver } from '../../pipeline/request-observer.js';
+import { validateBody } from '../../pipeline/validate-body.js';
 import { compactConversation, compactRequestSchema } from '../../responses/compaction.js';
-import { abortWhenClientLeaves } from '../client-watch.js';
 import type { GatewayContext } from '../context.js';
-import { headerForwarder } from '../forwarded-headers.js';
-import { endFailedRequest } from '../request-failure.js';
-import { RequestObserver } from '../request-observer.js';
-import { validateBody } from '../schemas/validate.js';
 
 /** `POST /v1/responses/compact` (Open Responses): see responses/compaction.ts. */
 export function responseCompactRoutes(ctx: GatewayContext) {

@@ -4,9 +4,9 @@ import {
   OriginNotAllowed,
   TooManyConnections,
 } from '../../errors/websocket-errors.js';
+import { headerForwarder } from '../../pipeline/forwarded-headers.js';
 import { admitCaller } from '../caller.js';
 import type { GatewayContext } from '../context.js';
-import { headerForwarder } from '../forwarded-headers.js';
 import { ResponsesSocket } from '../responses-socket.js';
 
 /** How often open connections look whether the gateway has started to shut down. */

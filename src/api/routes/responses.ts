@@ -1,23 +1,23 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import { GatewayShuttingDown, InvalidRequest } from '../../errors/http-errors.js';
 import type { RequestTrace } from '../../observability/tracing.js';
+import { abortWhenClientLeaves } from '../../pipeline/client-watch.js';
+import { endFailedRequest } from '../../pipeline/end-request.js';
+import type { ApiReply, ApiRequest } from '../../pipeline/exchange.js';
+import { headerForwarder } from '../../pipeline/forwarded-headers.js';
+import { SSE_HEADERS } from '../../pipeline/relay.js';
+import { parseResumeHeader } from '../../pipeline/request-headers.js';
+import { RequestObserver } from '../../pipeline/request-observer.js';
+import { sseEventWriter } from '../../pipeline/sse-event-writer.js';
+import { validateBody } from '../../pipeline/validate-body.js';
 import { listObject, pageOf, pageRequest } from '../../responses/pagination.js';
 import { createResponseSchema } from '../../responses/request-schema.js';
 import type { ResponseRun } from '../../responses/response-run.js';
 import type { Terminal } from '../../responses/service.js';
 import type { InputItem } from '../../responses/types.js';
 import { admitCaller, callerOf } from '../caller.js';
-import { abortWhenClientLeaves } from '../client-watch.js';
 import type { GatewayContext } from '../context.js';
-import type { ApiReply, ApiRequest } from '../exchange.js';
 import { followStoredResponse } from '../follow-stored-response.js';
-import { headerForwarder } from '../forwarded-headers.js';
-import { SSE_HEADERS } from '../relay-stream.js';
-import { endFailedRequest } from '../request-failure.js';
-import { RequestObserver } from '../request-observer.js';
-import { validateBody } from '../schemas/validate.js';
-import { sseEventWriter } from '../sse-writer.js';
-import { parseResumeHeader } from './generation.js';
 
 type IdRequest = FastifyRequest<{ Params: { id: string }; Querystring: Record<string, string | undefined> }>;
 

@@ -5,23 +5,41 @@ import type { StreamError } from '../errors/stream-errors.js';
 import type { ParsedChunk, Usage } from '../streams/chat-stream-tracker.js';
 import type { EngineStreamSink } from '../streams/engine-stream.js';
 import { drainWaiter } from './drain-waiter.js';
-import { DONE_FRAME, errorFrame } from './sse-frames.js';
 
 export type StreamOutcome =
   | { kind: 'completed'; usage: Usage | undefined; finishReason: string | undefined }
   | { kind: 'failed'; error: StreamError; usage: Usage | undefined }
   | { kind: 'client_gone'; usage: Usage | undefined };
 
+/** What a stream's bytes are for its client: nothing to write is `undefined`. */
+type Bytes = string | Buffer | undefined;
+
+/**
+ * How a front writes an engine stream in its API's shape (chat's chunks as they came, Anthropic's
+ * events, ...). The relay calls it; everything else about a stream (backpressure, the client
+ * leaving, the one terminal write) is the relay's.
+ */
+export interface StreamEncoder {
+  /** Response headers besides the SSE ones and the request id. */
+  readonly headers?: Readonly<Record<string, string>> | undefined;
+  /** A keep-alive frame, written after `ms` without a write (Anthropic's `ping`). */
+  readonly keepAlive?: { readonly ms: number; readonly frame: string } | undefined;
+  /** What is written before any event (Anthropic's `message_start`). */
+  start(): Bytes;
+  /** What one read of the engine stream becomes. */
+  events(raw: Buffer, chunks: readonly ParsedChunk[]): Bytes;
+  /** The end of a stream that completed (`sawDone`: the engine's own `[DONE]` was in the last read). */
+  complete(sawDone: boolean, finishReason: string | undefined, usage: Usage | undefined): Bytes;
+  /** The end of a stream that failed after its first byte: its one typed terminal. */
+  fail(error: StreamError): Bytes;
+}
+
 export interface RelayOptions {
   requestId: string;
   /** Aborted when the client went away (perhaps before this relay took the stream over). */
   clientGone: AbortSignal;
-  /** Whether the answer names its worker (`X-Sluice-Worker`, its public id). */
-  showWorker: boolean;
   /** Called once, when the first bytes are written to the client. */
   onFirstWrite?: () => void;
-  /** Sees every parsed chunk relayed (usage accounting, logs). */
-  onChunk?: (chunk: ParsedChunk) => void;
 }
 
 export const SSE_HEADERS = {
@@ -31,17 +49,20 @@ export const SSE_HEADERS = {
 } as const;
 
 /**
- * Relays a chat/completions stream to the client as it arrives, byte for byte (a resumed
- * stream's continuation excepted, see ResumableStream). A slow
- * client pauses the engine stream (no unbounded buffering); a client that goes away aborts the
- * upstream request at once; a failure after the first byte ends the stream with one error frame.
+ * Relays an engine stream to its HTTP client in the shape `encoder` gives it: a slow client
+ * pauses the engine stream (no unbounded buffering), a client that goes away aborts the upstream
+ * request at once, and a failure after the first byte ends the stream with the encoder's one
+ * terminal error. Every streaming front's SSE goes through here.
  */
 export function relayStream(
   res: ServerResponse,
   stream: ResumableStream,
+  encoder: StreamEncoder,
   options: RelayOptions,
 ): Promise<StreamOutcome> {
-  return new Promise<StreamOutcome>((resolve) => new StreamRelay(res, stream, options, resolve).start());
+  return new Promise<StreamOutcome>((resolve) =>
+    new StreamRelay(res, stream, encoder, options, resolve).start(),
+  );
 }
 
 /**
@@ -51,6 +72,8 @@ export function relayStream(
 class StreamRelay implements EngineStreamSink {
   private settled = false;
   private waitForDrain: ((resume: () => void) => void) | undefined;
+  private keepAlive: NodeJS.Timeout | undefined;
+  private wroteSinceKeepAlive = true;
   private readonly onClose = () => {
     if (this.settled || this.res.writableFinished) return;
     this.stream.abandon(new ClientDisconnected());
@@ -61,12 +84,13 @@ class StreamRelay implements EngineStreamSink {
   constructor(
     private readonly res: ServerResponse,
     private readonly stream: ResumableStream,
+    private readonly encoder: StreamEncoder,
     private readonly options: RelayOptions,
     private readonly resolve: (outcome: StreamOutcome) => void,
   ) {}
 
   start(): void {
-    const { res, options } = this;
+    const { res, options, encoder } = this;
     res.on('close', this.onClose);
     // The client may have gone between the stream opening and this relay taking it over.
     if (res.destroyed || options.clientGone.aborted) {
@@ -79,22 +103,34 @@ class StreamRelay implements EngineStreamSink {
       'x-accel-buffering': SSE_HEADERS['x-accel-buffering'],
       'x-request-id': options.requestId,
     };
-    const shown = options.showWorker ? this.stream.clientWorker : undefined;
+    if (encoder.headers) Object.assign(headers, encoder.headers);
+    const shown = this.stream.clientWorker;
     if (shown !== undefined) headers['x-sluice-worker'] = shown;
     res.writeHead(200, headers);
+    const first = encoder.start();
+    if (first !== undefined) res.write(first);
     options.onFirstWrite?.();
+    const keepAlive = encoder.keepAlive;
+    if (keepAlive) {
+      this.keepAlive = setInterval(() => {
+        if (!this.wroteSinceKeepAlive && !res.destroyed && !res.writableEnded) res.write(keepAlive.frame);
+        this.wroteSinceKeepAlive = false;
+      }, keepAlive.ms);
+      this.keepAlive.unref();
+    }
     this.stream.attach(this);
   }
 
   onEvents(raw: Buffer, chunks: readonly ParsedChunk[]): void {
-    const onChunk = this.options.onChunk;
-    if (onChunk) for (const chunk of chunks) onChunk(chunk);
     const res = this.res;
     if (res.destroyed) {
       this.onClose();
       return;
     }
-    if (!res.write(raw)) {
+    const out = this.encoder.events(raw, chunks);
+    if (out === undefined) return;
+    this.wroteSinceKeepAlive = true;
+    if (!res.write(out)) {
       this.stream.pause();
       this.waitForDrain ??= drainWaiter(res);
       this.waitForDrain(this.onDrain);
@@ -102,19 +138,20 @@ class StreamRelay implements EngineStreamSink {
   }
 
   onComplete(sawDone: boolean): void {
-    if (sawDone) this.res.end();
-    else this.res.end(DONE_FRAME);
-    this.settle({ kind: 'completed', usage: this.stream.usage, finishReason: this.stream.finishReason });
+    const { stream } = this;
+    this.res.end(this.encoder.complete(sawDone, stream.finishReason, stream.usage));
+    this.settle({ kind: 'completed', usage: stream.usage, finishReason: stream.finishReason });
   }
 
   onFail(error: StreamError): void {
-    this.res.end(errorFrame(error));
+    this.res.end(this.encoder.fail(error));
     this.settle({ kind: 'failed', error, usage: this.stream.usage });
   }
 
   private settle(outcome: StreamOutcome): void {
     if (this.settled) return;
     this.settled = true;
+    if (this.keepAlive) clearInterval(this.keepAlive);
     this.res.off('close', this.onClose);
     this.resolve(outcome);
   }

@@ -28,3 +28,6 @@ export interface ApiReply {
   /** The route writes the response itself from now on (a stream). */
   hijack(): ApiReply;
 }
+
+/** A route's handler, written against the exchange types. */
+export type ApiHandler = (request: ApiRequest, reply: ApiReply) => Promise<void>;

@@ -2,6 +2,8 @@ import type { Logger } from '../observability/logger.js';
 import type { ApiName, GatewayMetrics } from '../observability/metrics.js';
 import { requestedModel, UNKNOWN_MODEL } from '../observability/model-label.js';
 import type { RequestTrace } from '../observability/tracing.js';
+import type { PipelineContext } from './context.js';
+import type { ApiRequest } from './exchange.js';
 
 /**
  * Records one client request: the in-flight gauge while it runs, then one log line and the
@@ -91,4 +93,28 @@ export class RequestObserver {
     if (status >= 500 || outcome === 'failed') this.log.warn(line, 'request ended');
     else this.log.info(line, 'request ended');
   }
+}
+
+/**
+ * Starts observing a client request: its observer, and its span when tracing is on.
+ * `elapsedMs`: how long ago the request arrived (its headers were read).
+ */
+export function observeRequest(
+  ctx: Pick<PipelineContext, 'metrics' | 'log' | 'tracing'>,
+  api: ApiName,
+  route: string,
+  request: Pick<ApiRequest, 'id' | 'headers'>,
+  elapsedMs: number,
+): RequestObserver {
+  const observer = new RequestObserver(ctx.metrics, ctx.log, api, request.id);
+  if (ctx.tracing) {
+    observer.trace = ctx.tracing.startRequest({
+      api,
+      route,
+      requestId: request.id,
+      headers: request.headers,
+      receivedAt: performance.now() - elapsedMs,
+    });
+  }
+  return observer;
 }

@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { InvalidRequest } from '../../errors/http-errors.js';
+import { InvalidRequest } from '../errors/http-errors.js';
 
 /** `messages[0].content` from a zod path. */
 export function formatParam(path: readonly PropertyKey[]): string | null {

@@ -1,4 +1,8 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
+import type { IncomingHttpHeaders } from 'node:http';
+import type { SluiceConfig } from '../config/schema.js';
+import type { Logger } from '../observability/logger.js';
+import type { KeyStore } from '../storage/types.js';
 import {
   BudgetExhausted,
   bearerToken,
@@ -12,11 +16,18 @@ import {
   RateLimitExceeded,
   type RateLimiter,
   RedisRateLimiter,
-} from '../auth/index.js';
-import type { SluiceConfig } from '../config/schema.js';
-import type { Logger } from '../observability/logger.js';
-import type { KeyStore } from '../storage/types.js';
-import type { ApiReply, ApiRequest } from './exchange.js';
+} from './index.js';
+
+/** What admission reads of a request. */
+interface Asking {
+  readonly headers: IncomingHttpHeaders;
+  readonly body?: unknown;
+}
+
+/** Where admission sets the rate-limit headers: the response (a streamed one carries them too). */
+interface Answering {
+  readonly raw: { setHeader(name: string, value: string): unknown };
+}
 
 /** What an admitted client request carries: its key, and the rate-limit headers to answer with. */
 export interface Grant {
@@ -125,8 +136,8 @@ export class AccessControl {
 
   /** `admit` for the model the request's JSON body names (none when it names none). */
   admitBody(
-    request: Pick<ApiRequest, 'headers' | 'body'>,
-    reply: Pick<ApiReply, 'raw'>,
+    request: Asking,
+    reply: Answering,
     limited: boolean,
     credential?: string,
   ): Promise<Grant | undefined> {
@@ -139,8 +150,8 @@ export class AccessControl {
    * Undefined when the gateway runs open. `limited` is false for reads that cost no generation.
    */
   async admit(
-    request: Pick<ApiRequest, 'headers'>,
-    reply: Pick<ApiReply, 'raw'>,
+    request: Asking,
+    reply: Answering,
     model: string | undefined,
     limited: boolean,
     /** The key when the route reads it from elsewhere than `Authorization: Bearer` (`x-api-key`). */
