@@ -1,0 +1,154 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { type ChoiceResult, completeBody, engineError, errorTypeOf } from './bodies.js';
+import { FaultSpecError, type Faults, parseFault } from './faults.js';
+import { reasoningText, TOOL_ARGUMENTS } from './generate.js';
+import {
+  BadRequest,
+  type GenerationRequest,
+  planOf,
+  type ScriptStep,
+  scriptStepOf,
+} from './generation-request.js';
+import { header, readBody, send, sendError } from './http-io.js';
+import { type Api, ChunkWriter, responseId } from './sse.js';
+import { cutConnection, Life, MockStream, type Pacing, type Plan } from './stream.js';
+import type { WorkerState } from './worker-state.js';
+
+/** What a worker's generation endpoints are set up with (its options, resolved). */
+export interface GenerationSettings {
+  models: readonly string[];
+  /** Data-parallel size: `x-data-parallel-rank` must fall in [0, dpSize). */
+  dpSize: number;
+  /** Tokens generated when a request sets no max_tokens. */
+  defaultMaxTokens: number;
+  pacing: Pacing;
+}
+
+/**
+ * `POST /v1/chat/completions` and `POST /v1/completions`: counts the request, checks it, picks
+ * its faults (a tool script's step, else `x-mock-fault`, else the worker's), then answers it as
+ * a stream (see stream.ts) or, when generation is done, as one body.
+ */
+export async function generate(
+  req: IncomingMessage,
+  res: ServerResponse,
+  api: Api,
+  settings: GenerationSettings,
+  state: WorkerState,
+): Promise<void> {
+  const raw = await readBody(req);
+  state.received(req);
+  const rankHeader = header(req, 'x-data-parallel-rank');
+
+  let body: GenerationRequest;
+  try {
+    const parsed: unknown = JSON.parse(raw);
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+      throw new Error('not an object');
+    body = parsed as GenerationRequest;
+  } catch (err) {
+    return sendError(res, 400, `Invalid JSON body: ${(err as Error).message}`);
+  }
+  state.parsedBody(body);
+
+  let step: ScriptStep | undefined;
+  try {
+    step = scriptStepOf(req, body);
+  } catch (err) {
+    if (err instanceof BadRequest) return sendError(res, 400, err.message);
+    throw err;
+  }
+  // A step's fault is for its own request, not for the continuation that resumes it.
+  const stepFault =
+    typeof step?.fault === 'string' && body.continue_final_message !== true ? step.fault : undefined;
+  const faultHeader = stepFault ?? header(req, 'x-mock-fault');
+  let faults: Faults;
+  try {
+    faults = faultHeader === undefined ? state.faults : parseFault(faultHeader);
+  } catch (err) {
+    if (err instanceof FaultSpecError) return sendError(res, 400, `x-mock-fault: ${err.message}`);
+    throw err;
+  }
+  const model = typeof body.model === 'string' ? body.model : '';
+  if (!settings.models.includes(model)) return sendError(res, 404, `The model \`${model}\` does not exist.`);
+  if (rankHeader !== undefined) {
+    const rank = Number(rankHeader);
+    if (!Number.isInteger(rank) || rank < 0 || rank >= settings.dpSize) {
+      return sendError(res, 400, `data_parallel_rank ${rankHeader} is out of range [0, ${settings.dpSize}).`);
+    }
+  }
+  let plan: Plan;
+  try {
+    plan = planOf(req, body, api, step, settings.defaultMaxTokens);
+  } catch (err) {
+    if (err instanceof BadRequest) return sendError(res, 400, err.message);
+    throw err;
+  }
+
+  const { pacing } = settings;
+  state.started();
+  const life = new Life(state.ended);
+  res.on('close', () => {
+    if (!res.writableFinished) life.end('aborted');
+  });
+  const then = (ms: number, step: () => void) => {
+    if (ms > 0) pacing.clock.after(ms, () => !life.ended && step());
+    else step();
+  };
+
+  then(faults.delayHeadersMs, () => {
+    if (faults.status !== undefined) {
+      life.end('completed');
+      const status = faults.status;
+      const headers: Record<string, string> = status === 429 ? { 'retry-after': '1' } : {};
+      return send(
+        res,
+        status,
+        engineError(`injected HTTP ${status} (sluice mock)`, errorTypeOf(status), status),
+        headers,
+      );
+    }
+    const id = responseId(api);
+    const created = Math.floor(Date.now() / 1000);
+    if (body.stream === true) {
+      const writer = new ChunkWriter(api, id, model, created, plan.choices);
+      return new MockStream(res, life, pacing, writer, plan, faults).start();
+    }
+    if (faults.triggers.some((t) => t.kind === 'stall_after')) return; // a hung engine never answers
+    // Like vLLM, a non-streaming answer comes when generation is done.
+    const tokens = plan.usage.completion_tokens / plan.choices;
+    then(faults.delayFirstMs + pacing.intervalMs * tokens, () => {
+      const text = completeBody(api, id, model, created, resultsOf(plan), plan.usage);
+      if (faults.triggers.some((t) => t.kind === 'drop_after')) {
+        life.end('cut');
+        res.writeHead(200, {
+          'content-type': 'application/json',
+          'content-length': String(Buffer.byteLength(text)),
+        });
+        res.write(text.slice(0, Math.floor(text.length / 2)));
+        cutConnection(res);
+        return;
+      }
+      life.end('completed');
+      send(res, 200, text);
+    });
+  });
+}
+
+/** The choices of a non-streaming answer, all alike. */
+function resultsOf(plan: Plan): ChoiceResult[] {
+  const text = plan.tool ? '' : plan.completion.text();
+  const reasoning = reasoningText(plan.reasoningTokens);
+  return Array.from({ length: plan.choices }, (_, c) => ({
+    text,
+    reasoning,
+    toolCall: plan.tool
+      ? {
+          id: plan.tool.callIds[c]!,
+          name: plan.tool.name,
+          arguments: plan.tool.argumentPieces ? plan.tool.argumentPieces.join('') : TOOL_ARGUMENTS,
+        }
+      : undefined,
+    finishReason: plan.tool ? 'tool_calls' : plan.completion.finishReason,
+  }));
+}

@@ -1,0 +1,54 @@
+import type { IncomingMessage, ServerResponse } from 'node:http';
+import { type GenerationSettings, generate } from './generation-endpoint.js';
+import { sendError } from './http-io.js';
+import { health, listModels, setWorkerFault, showStats, utilityCall } from './utility-endpoints.js';
+import type { WorkerState } from './worker-state.js';
+
+/** What a worker's endpoints are set up with (its options, resolved). */
+export interface WorkerSettings extends GenerationSettings {
+  /** The context length `/v1/models` reports for every model; none when undefined. */
+  maxModelLen: number | undefined;
+}
+
+/** The mock server's routing: `METHOD /path` (the query left out) to its endpoint; 404 for the rest. */
+export function mockRoutes(
+  settings: WorkerSettings,
+  state: WorkerState,
+): (req: IncomingMessage, res: ServerResponse) => Promise<void> {
+  return async (req, res) => {
+    const url = req.url ?? '/';
+    const q = url.indexOf('?');
+    const route = `${req.method} ${q < 0 ? url : url.slice(0, q)}`;
+    switch (route) {
+      case 'POST /v1/chat/completions':
+        return generate(req, res, 'chat', settings, state);
+      case 'POST /v1/completions':
+        return generate(req, res, 'completions', settings, state);
+      case 'GET /health':
+        return health(res, state);
+      case 'GET /v1/models':
+        return listModels(res, settings.models, settings.maxModelLen);
+      case 'GET /mock/stats':
+        return showStats(res, state);
+      case 'POST /mock/fault':
+        return setWorkerFault(req, res, state);
+      case 'POST /flush_cache':
+      case 'POST /reset_prefix_cache':
+        return utilityCall(route, res, state, () => '{}');
+      case 'GET /is_sleeping':
+        return utilityCall(route, res, state, () => JSON.stringify({ is_sleeping: state.sleeping }));
+      case 'POST /sleep':
+        return utilityCall(route, res, state, () => {
+          state.sleeping = true;
+          return '{}';
+        });
+      case 'POST /wake_up':
+        return utilityCall(route, res, state, () => {
+          state.sleeping = false;
+          return '{}';
+        });
+      default:
+        return sendError(res, 404, `Not Found: ${route}`);
+    }
+  };
+}
