@@ -118,3 +118,12 @@ export function pinnedLookup(target: CheckedTarget): LookupFunction {
     else callback(null, first.address, first.family);
   };
 }
+
+/** A URL's origin, for logs (its path and query may carry secrets). */
+export function originOf(url: string): string {
+  try {
+    return new URL(url).origin;
+  } catch {
+    return '(invalid)';
+  }
+}

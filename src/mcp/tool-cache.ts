@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
 import { LRUCache } from 'lru-cache';
-import type { McpTool } from './client.js';
+import type { McpTool } from './tool-list.js';
 
 /** Most characters of tool definitions kept in the cache, all servers together. */
 const MAX_CACHED_CHARS = 64 * 1024 * 1024;
