@@ -13,6 +13,7 @@ import { ClientClosed, DispatcherClosed } from './errors/stream-errors.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { GatewayMetrics } from './observability/metrics.js';
 import { Tracing } from './observability/tracing.js';
+import { countRunEnd } from './pipeline/end-request.js';
 import { ConversationsService } from './responses/conversations.js';
 import { McpTools } from './responses/mcp-loop.js';
 import { OrphanSweeper } from './responses/orphan-sweeper.js';
@@ -93,12 +94,14 @@ export class Gateway {
       lifecycle: this.lifecycle,
       store,
       access: new AccessControl(config, store, log),
-      responses: new ResponsesService(dispatcher, store, metrics, log, {
+      responses: new ResponsesService(dispatcher, store, log, {
         replicaId: this.lease?.id,
         orphans: this.orphans,
         mcp: new McpTools(config.mcp, log),
         pdf: new PdfReader(config.files.pdf, metrics, log),
         maxRunBytes: config.limits.maxBodyBytes,
+        onWriteFailed: (backend, code) => metrics.storeWriteFailures.inc({ backend, code }),
+        onBackgroundEnded: (model, end) => countRunEnd(metrics, 'responses', model, end.error),
       }),
       conversations: new ConversationsService(store),
       tracing: Tracing.fromConfig(config, log),

@@ -1,5 +1,5 @@
 import { randomBytes } from 'node:crypto';
-import type { FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyRequest } from 'fastify';
 import type { RawData, WebSocket } from 'ws';
 import type { SluiceError } from '../errors/base.js';
 import { toSluiceError } from '../errors/from-thrown.js';
@@ -10,11 +10,10 @@ import {
   InvalidRequest,
   StreamLimitReached,
 } from '../errors/http-errors.js';
-import { parseResumeHeader } from '../pipeline/request-headers.js';
-import { RequestObserver } from '../pipeline/request-observer.js';
-import { validateBody } from '../pipeline/validate-body.js';
+import { type ResponseChannel, responseCreate } from '../pipeline/run-response.js';
 import { type ResolvedContext, resolveContext } from '../responses/context.js';
-import { createResponseSchema } from '../responses/request-schema.js';
+import type { Caller } from '../responses/ownership.js';
+import type { CreateResponseRequest } from '../responses/request-schema.js';
 import type { EventWriter } from '../responses/response-run.js';
 import type { InputItem, OutputItem } from '../responses/types.js';
 import { callerOf } from './caller.js';
@@ -98,13 +97,12 @@ export class ResponsesSocket {
   private readonly writer: SocketEventWriter;
   private pinger: NodeJS.Timeout | undefined;
   private limit: NodeJS.Timeout | undefined;
+  private readonly createResponse: (channel: ResponseChannel) => Promise<void>;
 
   constructor(
     private readonly ctx: GatewayContext,
     private readonly socket: WebSocket,
     private readonly request: FastifyRequest,
-    private readonly reply: FastifyReply,
-    private readonly forward: (headers: FastifyRequest['headers']) => Record<string, string>,
     private readonly options: ResponsesSocketOptions,
   ) {
     // Every message to the client (events and errors) goes through send(): its backpressure.
@@ -118,6 +116,7 @@ export class ResponsesSocket {
       send: (data, callback) => this.send(data, callback),
     };
     this.writer = socketEventWriter(outbound);
+    this.createResponse = responseCreate(ctx);
   }
 
   /**
@@ -267,112 +266,47 @@ export class ResponsesSocket {
     });
   }
 
-  /** Runs one `response.create` to its terminal event (or to an error message). */
+  /** Runs one `response.create` to its terminal event (or to an error message): the WebSocket channel of the Responses pipeline. */
   private async create(event: Record<string, unknown>, lane: Lane): Promise<void> {
-    const ctx = this.ctx;
     const { type: _type, stream_id: _streamId, ...body } = event;
-    const requestId = `${this.request.id}-${++this.count}`;
     const previous = typeof body.previous_response_id === 'string' ? body.previous_response_id : undefined;
-    const observer = new RequestObserver(ctx.metrics, ctx.log, 'responses', requestId);
     const controller = new AbortController();
     lane.controller = controller;
-    if (ctx.tracing) {
-      observer.trace = ctx.tracing.startRequest({
-        api: 'responses',
-        route: '/v1/responses',
-        requestId,
-        headers: this.request.headers,
-        receivedAt: performance.now(),
-      });
-    }
-    try {
-      observer.model = body.model;
-      for (const field of HTTP_ONLY_FIELDS) {
-        if (field in body) {
-          throw new InvalidRequest(
-            `'${field}' cannot be sent in a WebSocket response.create: every response is streamed as messages, and background mode is not available over WebSocket.`,
-            field,
-            'unsupported_parameter',
-          );
-        }
-      }
-      if (body.generate === false) {
-        throw new InvalidRequest(
-          'generate: false (a warm-up without generation) is not supported by this gateway.',
-          'generate',
-          'unsupported_parameter',
-        );
-      }
-      const grant = await ctx.access.admit(
-        this.request,
-        this.reply,
-        typeof body.model === 'string' ? body.model : undefined,
-        true,
-      );
-      const parsed = validateBody(createResponseSchema, body);
-      const trace = observer.trace;
-      trace?.request(parsed.model, body);
-      // The key this request came with owns what it makes, and may only continue what it owns.
-      const caller = grant?.key.id ?? callerOf(this.request);
-      const context = await this.contextOf(parsed, caller);
-      const hashHeader = this.request.headers[ctx.config.routing.hashHeader];
-      const prepared = await ctx.responses.prepare({
-        request: parsed,
-        requestId,
-        wantsText: ctx.router.wantsText(parsed.model),
-        hashKey: typeof hashHeader === 'string' ? hashHeader : undefined,
-        resume: parseResumeHeader(this.request.headers['x-sluice-resume']),
-        onUsage: (usage) => {
-          trace?.usage(usage);
-          void ctx.access.recordUsage(grant, usage);
-        },
-        headers: this.forward(this.request.headers),
-        signal: controller.signal,
-        receivedAt: performance.now(),
-        trace,
-        caller,
-        context,
-      });
-      trace?.response({ id: prepared.response.id, model: prepared.response.model });
-      const opened = await ctx.responses.open(prepared);
-      observer.worker = opened.attempt.worker.id;
-      observer.upstreamRequestId = opened.attempt.requestId;
-      const run = ctx.responses.newRun(prepared);
-      run.addWriter(lane.writer);
-      observer.firstByte();
-      const terminal = await ctx.responses.runForeground(prepared, run, opened, controller.signal);
-      const id = prepared.response.id;
-      if (terminal.status === 'completed' || terminal.status === 'incomplete') {
-        this.remember(id, [...context.history, ...prepared.input, ...run.response.output]);
-      } else {
-        this.rememberFailed(id);
+    await this.createResponse({
+      requestId: `${this.request.id}-${++this.count}`,
+      headers: this.request.headers,
+      body,
+      elapsedMs: 0,
+      signal: controller.signal,
+      answering: NO_HEADERS,
+      streams: () => true,
+      refuse: refuseHttpOnlyFields,
+      caller: callerOf(this.request),
+      context: (request, caller) => this.contextOf(request, caller),
+      events: () => lane.writer,
+      answer: () => {},
+      watch: async () => false,
+      // Its engine request is aborted already; nothing is left to answer on a closed socket.
+      gone: () => {},
+      fail: (error) => {
+        // A continuation that fails evicts what it continued from (Open Responses WebSocket rules).
         if (previous) this.cache.delete(previous);
-        if (terminal.status === 'failed' && trace) {
-          const code = (JSON.parse(terminal.json) as { error?: { code?: unknown } }).error?.code;
-          if (typeof code === 'string') trace.failed(code);
+        this.sendError(error, lane.streamId);
+      },
+      ended: (prepared, terminal, context) => {
+        const id = prepared.response.id;
+        if (terminal.status === 'completed' || terminal.status === 'incomplete') {
+          this.remember(id, [...(context?.history ?? []), ...prepared.input, ...prepared.response.output]);
+        } else {
+          this.rememberFailed(id);
+          if (previous) this.cache.delete(previous);
         }
-      }
-      if (controller.signal.aborted) observer.finish(499, 'client_gone');
-      else observer.finish(200, terminal.status);
-    } catch (err) {
-      const error = toSluiceError(err, ctx.config.server.bodyLimitBytes);
-      // A continuation that fails evicts what it continued from (Open Responses WebSocket rules).
-      if (previous) this.cache.delete(previous);
-      if (error instanceof ClientDisconnected) {
-        ctx.metrics.clientGone('responses', observer.model);
-        observer.finish(499, 'client_gone');
-        return;
-      }
-      observer.finish(error.status, 'error', { code: error.code });
-      this.sendError(error, lane.streamId);
-    }
+      },
+    });
   }
 
   /** What a request continues from: this connection's own responses first, then the store. */
-  private async contextOf(
-    request: ReturnType<typeof createResponseSchema.parse>,
-    caller: string | null,
-  ): Promise<ResolvedContext> {
+  private async contextOf(request: CreateResponseRequest, caller: Caller): Promise<ResolvedContext> {
     const previous = request.previous_response_id;
     if (previous && this.failed.has(previous)) {
       throw new InvalidRequest(
@@ -520,6 +454,29 @@ function taggedWriter(writer: EventWriter, streamId: string): EventWriter {
     write: (json, type) => writer.write(json.slice(0, -1) + tail, type),
     onDrain: (resume) => writer.onDrain(resume),
   };
+}
+
+/** Admission's rate-limit headers have nowhere to go after the upgrade: they are dropped. */
+const NO_HEADERS = { raw: { setHeader: () => undefined } };
+
+/** Refuses what a WebSocket create may not carry (Open Responses), before admission. */
+function refuseHttpOnlyFields(body: Record<string, unknown>): void {
+  for (const field of HTTP_ONLY_FIELDS) {
+    if (field in body) {
+      throw new InvalidRequest(
+        `'${field}' cannot be sent in a WebSocket response.create: every response is streamed as messages, and background mode is not available over WebSocket.`,
+        field,
+        'unsupported_parameter',
+      );
+    }
+  }
+  if (body.generate === false) {
+    throw new InvalidRequest(
+      'generate: false (a warm-up without generation) is not supported by this gateway.',
+      'generate',
+      'unsupported_parameter',
+    );
+  }
 }
 
 /** The `stream_id` of a create (a WebSocket envelope field: it is not part of the response body). */

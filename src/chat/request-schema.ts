@@ -55,15 +55,23 @@ export const completionSchema = z.looseObject({
 });
 export type CompletionRequest = z.output<typeof completionSchema>;
 
-/** The prompt as plain text, for prefix-aware routing. */
-export function chatPromptText(request: ChatCompletionRequest): string {
+/** A chat request's messages, as far as routing reads them (chat's, and what Messages and Responses become). */
+export interface PromptMessages {
+  readonly messages: readonly { readonly role: string; readonly content?: unknown }[];
+}
+
+/**
+ * The prompt as plain text, for prefix-aware routing: one text for every front, so that a
+ * conversation routes alike whichever API it came through.
+ */
+export function chatPromptText(request: PromptMessages): string {
   let text = '';
   for (const message of request.messages) {
     const content = message.content;
     if (typeof content === 'string') text += `${message.role}:${content}\n`;
     else if (Array.isArray(content)) {
-      for (const part of content) {
-        if (typeof part.text === 'string') text += `${message.role}:${part.text}\n`;
+      for (const part of content as { text?: unknown }[]) {
+        if (typeof part?.text === 'string') text += `${message.role}:${part.text}\n`;
       }
     }
   }

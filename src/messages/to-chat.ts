@@ -1,4 +1,4 @@
-import type { ChatMessage } from '../responses/to-chat.js';
+import type { ChatMessage, ChatRequestBody } from '../chat/types.js';
 import type {
   AnthropicMessage,
   ContentBlock,
@@ -113,8 +113,8 @@ export function toChatTools(request: CountTokensRequest | MessagesRequest): unkn
  * stream always asks for usage: the final `message_delta` carries it, and the usage-only chunk
  * never reaches the client (the stream is rebuilt event by event, not relayed).
  */
-export function toChatRequest(request: MessagesRequest): Record<string, unknown> {
-  const body: Record<string, unknown> = {
+export function toChatRequest(request: MessagesRequest): ChatRequestBody {
+  const body: ChatRequestBody = {
     model: request.model,
     messages: toChatMessagesAll(request),
     max_tokens: request.max_tokens,

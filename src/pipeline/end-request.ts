@@ -1,6 +1,7 @@
 import type { SluiceError } from '../errors/base.js';
 import { toSluiceError } from '../errors/from-thrown.js';
 import { ClientDisconnected } from '../errors/http-errors.js';
+import type { StreamError } from '../errors/stream-errors.js';
 import type { ApiName } from '../observability/metrics.js';
 import type { Usage } from '../streams/chat-stream-tracker.js';
 import type { PipelineContext } from './context.js';
@@ -81,4 +82,19 @@ export async function endRelayedStream(
     observer.trace?.failed(outcome.error.code);
     observer.finish(200, 'failed', fields);
   } else observer.finish(200, 'completed', fields);
+}
+
+/**
+ * Counts a run that ended on its own clock (a background response, whose client may be long
+ * gone): a failure under its reason, a client that left as a disconnect; nothing for the rest.
+ */
+export function countRunEnd(
+  metrics: PipelineContext['metrics'],
+  api: ApiName,
+  model: string,
+  error: StreamError | ClientDisconnected | undefined,
+): void {
+  if (!error) return;
+  if (error instanceof ClientDisconnected) metrics.clientGone(api, model);
+  else metrics.streamFailed(api, model, error.reason);
 }

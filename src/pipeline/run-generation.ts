@@ -3,7 +3,7 @@ import { Cancellation } from '../dispatch/cancellation.js';
 import type { DispatchRequest, OpenedStream } from '../dispatch/dispatcher.js';
 import type { ResumePlan } from '../dispatch/resumable-stream.js';
 import { ResumableStream } from '../dispatch/resumable-stream.js';
-import { GatewayShuttingDown } from '../errors/http-errors.js';
+import { admitRequest } from './admit.js';
 import { abortWhenClientLeaves } from './client-watch.js';
 import type { PipelineContext } from './context.js';
 import { endFailedRequest, endRelayedStream } from './end-request.js';
@@ -51,13 +51,9 @@ async function serve(
   const observer = observeRequest(ctx, front.api, front.path, request, reply.elapsedTime);
   let call: Call;
   try {
-    // Who is asking comes first: an unknown client learns nothing about the request's validity.
-    // An open gateway admits without a turn of the event loop (the hot path of most deployments).
-    if (ctx.lifecycle.draining) throw new GatewayShuttingDown();
     observer.model = (request.body as Record<string, unknown> | undefined)?.model;
-    const grant = ctx.access.open
-      ? undefined
-      : await ctx.access.admitBody(request, reply, true, front.credential?.(request.headers));
+    const admitting = admitRequest(ctx, request, reply, front.credential?.(request.headers));
+    const grant = admitting === undefined ? undefined : await admitting;
     call = prepare(ctx, forward, front, request, reply, observer, grant);
   } catch (err) {
     endFailedRequest(ctx, front.api, observer, reply, err, front.statusOf);

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import type { Dispatcher } from '../dispatch/dispatcher.js';
+import type { Engine } from '../dispatch/engine.js';
 import { InvalidRequest } from '../errors/http-errors.js';
 import { UpstreamBadResponse } from '../errors/upstream-errors.js';
 import type { Store } from '../storage/types.js';
@@ -95,7 +95,7 @@ export interface CompactCall {
  * the user messages, then the summary, instead of every assistant turn and tool call.
  */
 export async function compactConversation(
-  dispatcher: Dispatcher,
+  dispatcher: Pick<Engine, 'assertModel' | 'complete'>,
   store: Store | undefined,
   call: CompactCall,
 ): Promise<CompactedResponse> {

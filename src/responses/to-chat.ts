@@ -1,15 +1,10 @@
+import type { ChatMessage } from '../chat/types.js';
 import { compactionMessage } from './compaction.js';
 import { type InputFilePart, inputFileText } from './input-files.js';
 import type { CreateResponseRequest } from './request-schema.js';
 import type { InputItem, OutputItem } from './types.js';
 
-/** A chat-completions message, as engines accept it. */
-export interface ChatMessage {
-  role: 'system' | 'user' | 'assistant' | 'tool';
-  content: string | unknown[] | null;
-  tool_calls?: { id: string; type: 'function'; function: { name: string; arguments: string } }[];
-  tool_call_id?: string;
-}
+export type { ChatMessage };
 
 type ContextItem = InputItem | OutputItem;
 

@@ -35,6 +35,16 @@ export class PostgresStore implements Store, KeyStore {
     this.db = new PostgresConnection(url, options);
   }
 
+  /** Every row of one table as stored, past the API (operators' checks, tests of what is really kept). */
+  async dumpTable(
+    table: 'responses' | 'conversations' | 'conversation_items',
+  ): Promise<Record<string, unknown>[]> {
+    if (table !== 'responses' && table !== 'conversations' && table !== 'conversation_items') {
+      throw new TypeError(`not a table of the store: ${String(table)}`);
+    }
+    return (await this.db.query<Record<string, unknown>>('dumpTable', `SELECT * FROM ${table}`, [])).rows;
+  }
+
   async migrate(): Promise<void> {
     await this.db.transaction('migrate', (client) => migratePostgres(client, this.db.schema));
   }

@@ -41,14 +41,7 @@ export async function storedRows(
   store: unknown,
   table: 'responses' | 'conversations' | 'conversation_items',
 ): Promise<Record<string, unknown>[]> {
-  const internals = store as {
-    kind: 'sqlite' | 'postgres';
-    dumpTable?(name: typeof table): Promise<Record<string, unknown>[]>;
-    pool?: pg.Pool;
-    schema?: string;
-  };
-  // SQLite runs on its own thread: the store reads the table there.
-  if (internals.kind === 'sqlite') return internals.dumpTable!(table);
-  const qualified = internals.schema ? `"${internals.schema}".${table}` : table;
-  return (await internals.pool!.query(`SELECT * FROM ${qualified}`)).rows;
+  // Both stores read their own tables (SQLite on its thread, PostgreSQL in its schema).
+  const internals = store as { dumpTable(name: typeof table): Promise<Record<string, unknown>[]> };
+  return internals.dumpTable(table);
 }

@@ -1,5 +1,5 @@
 import type { FastifyInstance } from 'fastify';
-import { CHAT_FRONT, COMPLETIONS_FRONT } from '../../chat/front.js';
+import { CHAT_FRONT, COMPLETIONS_FRONT } from '../../fronts/chat.js';
 import type { PipelineContext } from '../../pipeline/context.js';
 import type { ApiHandler } from '../../pipeline/exchange.js';
 import { generationHandler } from '../../pipeline/run-generation.js';

@@ -1,9 +1,9 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { toSluiceError } from '../../errors/from-thrown.js';
 import { InternalError } from '../../errors/http-errors.js';
+import { anthropicCredential, MESSAGES_FRONT, MESSAGES_PATH } from '../../fronts/messages.js';
 import { estimateTokens, TokenizerClient } from '../../messages/count-tokens.js';
 import { anthropicErrorBody, anthropicStatus } from '../../messages/errors.js';
-import { anthropicCredential, MESSAGES_FRONT, MESSAGES_PATH } from '../../messages/front.js';
 import { countTokensRequestSchema } from '../../messages/request-schema.js';
 import { RequestObserver } from '../../pipeline/request-observer.js';
 import { generationHandler } from '../../pipeline/run-generation.js';

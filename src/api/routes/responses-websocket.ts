@@ -1,10 +1,9 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance, FastifyRequest } from 'fastify';
 import {
   ConnectionCapacityReached,
   OriginNotAllowed,
   TooManyConnections,
 } from '../../errors/websocket-errors.js';
-import { headerForwarder } from '../../pipeline/forwarded-headers.js';
 import { admitCaller } from '../caller.js';
 import type { GatewayContext } from '../context.js';
 import { ResponsesSocket } from '../responses-socket.js';
@@ -21,9 +20,7 @@ const DRAIN_CHECK_MS = 100;
  */
 export function responseWebSocketRoutes(ctx: GatewayContext) {
   const settings = ctx.config.responses.websocket;
-  const forward = headerForwarder(ctx.config.server.forwardHeaders);
   const allowedOrigins = new Set(settings.allowedOrigins);
-  const replies = new WeakMap<FastifyRequest, FastifyReply>();
   const open = new Set<ResponsesSocket>();
   /** Connections held (from the upgrade's admission to the socket's close), in all and by client address. */
   let held = 0;
@@ -77,10 +74,9 @@ export function responseWebSocketRoutes(ctx: GatewayContext) {
           throw err;
         }
       }
-      replies.set(request, reply);
     });
     app.get('/v1/responses', { websocket: true }, (socket, request) => {
-      const connection = new ResponsesSocket(ctx, socket, request, replies.get(request)!, forward, settings);
+      const connection = new ResponsesSocket(ctx, socket, request, settings);
       open.add(connection);
       connection.onClosed = () => open.delete(connection);
       connection.start();

@@ -1,19 +1,12 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { GatewayShuttingDown, InvalidRequest } from '../../errors/http-errors.js';
-import type { RequestTrace } from '../../observability/tracing.js';
+import { InvalidRequest } from '../../errors/http-errors.js';
 import { abortWhenClientLeaves } from '../../pipeline/client-watch.js';
-import { endFailedRequest } from '../../pipeline/end-request.js';
-import type { ApiReply, ApiRequest } from '../../pipeline/exchange.js';
-import { headerForwarder } from '../../pipeline/forwarded-headers.js';
+import type { ApiHandler, ApiReply } from '../../pipeline/exchange.js';
 import { SSE_HEADERS } from '../../pipeline/relay.js';
-import { parseResumeHeader } from '../../pipeline/request-headers.js';
-import { RequestObserver } from '../../pipeline/request-observer.js';
+import { responseCreate } from '../../pipeline/run-response.js';
 import { sseEventWriter } from '../../pipeline/sse-event-writer.js';
-import { validateBody } from '../../pipeline/validate-body.js';
 import { listObject, pageOf, pageRequest } from '../../responses/pagination.js';
-import { createResponseSchema } from '../../responses/request-schema.js';
 import type { ResponseRun } from '../../responses/response-run.js';
-import type { Terminal } from '../../responses/service.js';
 import type { InputItem } from '../../responses/types.js';
 import { admitCaller, callerOf } from '../caller.js';
 import type { GatewayContext } from '../context.js';
@@ -61,124 +54,49 @@ function parseStartingAfter(raw: unknown): number {
   return value;
 }
 
-/** A failed response's stable error code, for its span. */
-function noteFailure(trace: RequestTrace, terminal: Terminal): void {
-  if (terminal.status !== 'failed') return;
-  try {
-    const code = (JSON.parse(terminal.json) as { error?: { code?: unknown } }).error?.code;
-    if (typeof code === 'string') trace.failed(code);
-  } catch {
-    // the terminal JSON is the gateway's own; nothing to note when it has no code
-  }
-}
-
 /** A JSON answer the service has already serialized. */
 const JSON_TYPE = 'application/json; charset=utf-8';
 
 /**
- * The handler of `POST /v1/responses`, written against the exchange types (see exchange.ts): the
- * framework-free route (raw-json-route.ts) serves it, and fastify what that route leaves.
+ * The handler of `POST /v1/responses`: the HTTP channel of the Responses pipeline (SSE events, a
+ * whole JSON answer, a queued background response), served by the framework-free route
+ * (raw-json-route.ts) and by fastify for what that route leaves.
  */
-export function responsesCreate(
-  ctx: GatewayContext,
-): (request: ApiRequest, reply: ApiReply) => Promise<void> {
-  const forward = headerForwarder(ctx.config.server.forwardHeaders);
-  const service = ctx.responses;
-
-  return async function create(request: ApiRequest, reply: ApiReply): Promise<void> {
-    const observer = new RequestObserver(ctx.metrics, ctx.log, 'responses', request.id);
-    if (ctx.tracing) {
-      observer.trace = ctx.tracing.startRequest({
-        api: 'responses',
-        route: '/v1/responses',
-        requestId: request.id,
-        headers: request.headers,
-        receivedAt: performance.now() - reply.elapsedTime,
-      });
-    }
-    const controller = abortWhenClientLeaves(reply, new AbortController());
-    try {
-      if (ctx.lifecycle.draining) throw new GatewayShuttingDown();
-      const raw = request.body as { model?: unknown } | undefined;
-      observer.model = raw?.model;
-      const grant = await ctx.access.admitBody(request, reply, true);
-      const body = validateBody(createResponseSchema, request.body);
-      const trace = observer.trace;
-      trace?.request(body.model, request.body as Record<string, unknown>);
-      const hashHeader = request.headers[ctx.config.routing.hashHeader];
-      const prepared = await service.prepare({
-        request: body,
-        requestId: request.id,
-        wantsText: ctx.router.wantsText(body.model),
-        hashKey: typeof hashHeader === 'string' ? hashHeader : undefined,
-        resume: parseResumeHeader(request.headers['x-sluice-resume']),
-        onUsage: (usage) => {
-          trace?.usage(usage);
-          void ctx.access.recordUsage(grant, usage);
-        },
-        headers: forward(request.headers),
-        signal: controller.signal,
-        receivedAt: performance.now(),
-        trace,
-        caller: grant?.key.id ?? null,
-      });
-      trace?.response({ id: prepared.response.id, model: prepared.response.model });
-      // A client's FIN is not its leaving (it may have half-closed after sending): while the MCP
-      // loop waits on a tool, the server's half-close probes (api/server.ts) find a client that is
-      // gone, and its socket's close aborts the request (abortWhenClientLeaves).
-      if (body.background) {
-        const { run, queuedJson } = await service.startBackground(prepared);
-        if (!body.stream) {
-          reply
-            .code(200)
-            .header('content-type', JSON_TYPE)
-            .header('x-request-id', request.id)
-            .send(Buffer.from(queuedJson));
-          observer.finish(200, 'queued');
-          return;
-        }
+export function responsesCreate(ctx: GatewayContext): ApiHandler {
+  const create = responseCreate(ctx);
+  return (request, reply) => {
+    const signal = abortWhenClientLeaves(reply, new AbortController()).signal;
+    const body = (request.body ?? {}) as Record<string, unknown>;
+    return create({
+      requestId: request.id,
+      headers: request.headers,
+      body,
+      elapsedMs: reply.elapsedTime,
+      signal,
+      answering: reply,
+      streams: (parsed) => parsed.stream === true,
+      events: (worker) => {
+        startSse(reply, request.id, worker);
+        return sseEventWriter(reply.raw);
+      },
+      answer: (json, worker) => {
+        reply.code(200).header('content-type', JSON_TYPE).header('x-request-id', request.id);
+        if (worker !== undefined) reply.header('x-sluice-worker', worker);
+        reply.send(Buffer.from(json));
+      },
+      watch: async (run) => {
         startSse(reply, request.id);
-        observer.firstByte();
         await watch(reply, run, -1);
-        if (!reply.raw.writableFinished) {
-          // The client left before the end; the background response goes on without it.
-          ctx.metrics.clientGone('responses', body.model);
-          observer.finish(499, 'client_gone');
-        } else observer.finish(200, 'streamed');
-        return;
-      }
-      const opened = await service.open(prepared);
-      observer.worker = opened.attempt.worker.id;
-      observer.upstreamRequestId = opened.attempt.requestId;
-      const shown = ctx.config.server.exposeWorker ? opened.attempt.worker.clientName : undefined;
-      const run = service.newRun(prepared);
-      if (body.stream) {
-        startSse(reply, request.id, shown);
-        observer.firstByte();
-        run.addWriter(sseEventWriter(reply.raw));
-        const terminal = await service.runForeground(prepared, run, opened, controller.signal);
-        if (!reply.raw.writableEnded) reply.raw.end();
-        if (trace) noteFailure(trace, terminal);
-        // A client that went away is a 499 as on chat (the service counted the disconnect).
-        if (controller.signal.aborted) observer.finish(499, 'client_gone');
-        else observer.finish(200, terminal.status);
-        return;
-      }
-      const terminal = await service.runForeground(prepared, run, opened, controller.signal);
-      if (controller.signal.aborted) {
-        observer.finish(499, 'client_gone');
+        return reply.raw.writableFinished;
+      },
+      gone: () => {
         if (!reply.sent) reply.hijack();
         reply.raw.destroy();
-        return;
-      }
-      reply.code(200).header('content-type', JSON_TYPE).header('x-request-id', request.id);
-      if (shown !== undefined) reply.header('x-sluice-worker', shown);
-      reply.send(Buffer.from(terminal.json));
-      if (trace) noteFailure(trace, terminal);
-      observer.finish(200, terminal.status);
-    } catch (err) {
-      endFailedRequest(ctx, 'responses', observer, reply, err);
-    }
+      },
+      fail: (error) => {
+        throw error;
+      },
+    });
   };
 }
 

@@ -1,6 +1,4 @@
 import type { z } from 'zod';
-import type { GenerationFront, Translation } from '../pipeline/front.js';
-import { validateBody } from '../pipeline/validate-body.js';
 import {
   type ChatCompletionRequest,
   type CompletionRequest,
@@ -8,8 +6,10 @@ import {
   chatPromptText,
   completionPromptText,
   completionSchema,
-} from './request-schema.js';
-import { CHAT_STREAM } from './stream-encoder.js';
+} from '../chat/request-schema.js';
+import type { GenerationFront, Translation } from '../pipeline/front.js';
+import { validateBody } from '../pipeline/validate-body.js';
+import { CHAT_STREAM } from './chat-stream.js';
 
 type Schema = typeof chatCompletionSchema | typeof completionSchema;
 type Body = ChatCompletionRequest | CompletionRequest;

@@ -1,7 +1,7 @@
 import type { StreamError } from '../errors/stream-errors.js';
+import { MessageStreamBuilder, PING_BLOCK } from '../messages/stream-builder.js';
 import type { StreamEncoder } from '../pipeline/relay.js';
 import type { ParsedChunk, Usage } from '../streams/chat-stream-tracker.js';
-import { MessageStreamBuilder, PING_BLOCK } from './stream-builder.js';
 
 /** A `ping` is written after this long without an event. */
 const PING_MS = 15_000;

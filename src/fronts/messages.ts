@@ -1,14 +1,14 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import { bearerToken } from '../auth/index.js';
-import { type ChatCompletionRequest, chatPromptText } from '../chat/request-schema.js';
+import { chatPromptText } from '../chat/request-schema.js';
+import { anthropicStatus } from '../messages/errors.js';
+import { toMessage } from '../messages/from-chat.js';
+import { messagesRequestSchema } from '../messages/request-schema.js';
+import { toChatRequest } from '../messages/to-chat.js';
 import type { GenerationFront, Translation } from '../pipeline/front.js';
 import { headerValue } from '../pipeline/request-headers.js';
 import { validateBody } from '../pipeline/validate-body.js';
-import { anthropicStatus } from './errors.js';
-import { toMessage } from './from-chat.js';
-import { messagesRequestSchema } from './request-schema.js';
-import { MessagesStreamEncoder } from './stream-encoder.js';
-import { toChatRequest } from './to-chat.js';
+import { MessagesStreamEncoder } from './messages-stream.js';
 
 export const MESSAGES_PATH = '/v1/messages';
 
@@ -38,7 +38,7 @@ export const MESSAGES_FRONT: GenerationFront = {
       payload: JSON.stringify(chatBody),
       outputTokens: [['max_tokens', body.max_tokens]],
       // The same text as chat's: a conversation routes alike on either API (cache-aware routing).
-      promptText: () => chatPromptText(chatBody as unknown as ChatCompletionRequest),
+      promptText: () => chatPromptText(chatBody),
       hiddenUsage: false,
       encoder: (requestId) => new MessagesStreamEncoder(requestId, body.model, body.stop_sequences),
       answer: (done) => ({

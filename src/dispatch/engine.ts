@@ -1,0 +1,21 @@
+import type { CompletedResponse, DispatchRequest, OpenedStream } from './dispatcher.js';
+import type { ResumePlan } from './resumable-stream.js';
+
+/**
+ * The engines as a front's machinery sees them, handed to it by the pipeline: the models and
+ * their bounds, opening a stream (retried before its first byte), a whole answer, and how a
+ * stream may resume. The dispatcher is the one implementation; nothing above the pipeline names it.
+ */
+export interface Engine {
+  /** Throws ModelNotFound for a model no worker serves. */
+  assertModel(model: string): void;
+  /** Throws MaxTokensTooLarge when `requested` is over the model's bound. */
+  assertOutputTokens(model: string, param: string, requested: number | null | undefined): void;
+  openStream(request: DispatchRequest): Promise<OpenedStream>;
+  complete(request: DispatchRequest): Promise<CompletedResponse>;
+  resumePlan(
+    request: DispatchRequest,
+    body: Record<string, unknown>,
+    override: boolean | undefined,
+  ): ResumePlan | undefined;
+}

@@ -1,0 +1,199 @@
+import { isSluiceError } from '../errors/base.js';
+import type { Logger } from '../observability/logger.js';
+import type { ResponseEnding, Store, StoredResponse } from '../storage/types.js';
+import type { TerminalDraft } from './response-builder.js';
+import type { ResponseRun, RunEnd } from './response-run.js';
+import { isUnfinished, type Terminal } from './terminal.js';
+import type { PreparedResponse } from './translate.js';
+import type { ResponseStatus } from './types.js';
+
+/** How long a background response's failed terminal is retried after its write failed. */
+const STORE_LATER_WINDOW_MS = 5 * 60_000;
+
+/**
+ * The one terminal write of every response (streamed, whole, background, over HTTP or a
+ * WebSocket): builds the terminal event, stores the final object (and the conversation's new
+ * items, in the same transaction), then emits the closing events and the terminal one, so that
+ * what a client is shown last is what is stored. A write that fails is never silent: the
+ * terminal becomes a `store_write_failed` failure, stored in its place, and a background
+ * response's failure is written again once storage is back.
+ */
+export class DurableFinisher {
+  /** Deferred writes of failed background terminals (see storeLater). */
+  private readonly pendingWrites = new Set<NodeJS.Timeout>();
+  private closed = false;
+
+  constructor(
+    private readonly store: Store | undefined,
+    private readonly log: Logger,
+    /** Told of each final write that failed (the `sluice_store_write_failures_total` metric). */
+    private readonly onWriteFailed: (backend: string, code: string) => void,
+  ) {}
+
+  /**
+   * Builds the terminal event and stores the final object (and the conversation append, in the
+   * same transaction), then emits the closing events and the terminal one. When storing fails,
+   * the draft is replaced by a `store_write_failed` failure, which is stored instead: what the
+   * client sees last is what GET returns, with no gap in the sequence numbers.
+   */
+  async finish(
+    prepared: PreparedResponse,
+    run: ResponseRun,
+    end: RunEnd,
+    write: 'insert' | 'update',
+  ): Promise<Terminal> {
+    let terminal = run.builder.terminal(end);
+    if (prepared.store && this.store) {
+      try {
+        const stored = await this.store.finishResponse(this.ending(prepared, run, terminal, write));
+        if (!stored) terminal = await this.adoptStored(prepared.response.id, run, terminal);
+      } catch (err) {
+        this.log.error({ responseId: prepared.response.id, err }, 'storing the response failed');
+        this.onWriteFailed(this.store.kind, storeErrorCode(err));
+        // Never silent: the client learns in the terminal event that nothing was stored.
+        terminal = run.builder.terminal({
+          kind: 'failed',
+          code: 'store_write_failed',
+          message: `The response could not be stored: ${(err as Error).message}`,
+        });
+        try {
+          await this.store.finishResponse(this.ending(prepared, run, terminal, write));
+        } catch (again) {
+          this.log.error(
+            { responseId: prepared.response.id, err: again },
+            'storing the failed response failed too',
+          );
+          // A background response is stored as queued/in_progress already: it must not stay so.
+          if (write === 'update')
+            this.storeLater(prepared.response.id, this.ending(prepared, run, terminal, write));
+        }
+      }
+    }
+    for (const event of terminal.closing) run.publish(event.json, event.type);
+    run.publish(terminal.eventJson, terminal.type);
+    const usage = run.response.usage;
+    prepared.onUsage?.(
+      usage ? { prompt_tokens: usage.input_tokens, completion_tokens: usage.output_tokens } : undefined,
+    );
+    return {
+      json: terminal.responseJson,
+      eventJson: terminal.eventJson,
+      type: terminal.type,
+      status: terminal.status,
+      end,
+    };
+  }
+
+  /** The writes that end a response: its final object and events, and its conversation's new items. */
+  private ending(
+    prepared: PreparedResponse,
+    run: ResponseRun,
+    terminal: TerminalDraft,
+    write: 'insert' | 'update',
+  ): ResponseEnding {
+    const eventsJson = eventsArray([
+      ...run.events,
+      ...terminal.closing.map((e) => e.json),
+      terminal.eventJson,
+    ]);
+    const appends =
+      prepared.conversationId !== null &&
+      (terminal.status === 'completed' || terminal.status === 'incomplete');
+    return {
+      insert:
+        write === 'insert' ? record(prepared, terminal.responseJson, terminal.status, eventsJson) : undefined,
+      update:
+        write === 'update'
+          ? { id: prepared.response.id, json: terminal.responseJson, status: terminal.status, eventsJson }
+          : undefined,
+      conversation: appends
+        ? {
+            id: prepared.conversationId!,
+            items: [...prepared.input, ...run.response.output].map((item) => ({
+              id: item.id,
+              json: JSON.stringify(item),
+            })),
+          }
+        : undefined,
+    };
+  }
+
+  /** The stored row had already ended (another replica took this one for dead): show what it stored. */
+  private async adoptStored(id: string, run: ResponseRun, terminal: TerminalDraft): Promise<TerminalDraft> {
+    try {
+      const stored = await this.store!.getResponse(id);
+      if (!stored || isUnfinished(stored.status)) return terminal;
+      this.log.warn({ responseId: id, status: stored.status }, 'background response had ended elsewhere');
+      return run.builder.adopt(stored.json, stored.status as ResponseStatus);
+    } catch (err) {
+      this.log.error({ responseId: id, err }, 'could not read a response that ended elsewhere');
+      return terminal;
+    }
+  }
+
+  /**
+   * Writes a background response's failed terminal once storage is back, retrying with backoff
+   * for a bounded time, so that nothing stays `in_progress` after an outage.
+   */
+  private storeLater(id: string, ending: ResponseEnding): void {
+    const until = Date.now() + STORE_LATER_WINDOW_MS;
+    let delay = 250;
+    const attempt = (): void => {
+      this.pendingWrites.delete(timer);
+      this.store!.finishResponse(ending).then(
+        () =>
+          this.log.info({ responseId: id }, 'stored the failed background response after storage came back'),
+        (err: unknown) => {
+          if (this.closed || Date.now() + delay > until) {
+            this.log.error({ responseId: id, err }, 'gave up storing the failed background response');
+            return;
+          }
+          delay = Math.min(delay * 2, 5_000);
+          timer = setTimeout(attempt, delay).unref();
+          this.pendingWrites.add(timer);
+        },
+      );
+    };
+    let timer = setTimeout(attempt, delay).unref();
+    this.pendingWrites.add(timer);
+  }
+
+  /** Stops the deferred writes (the store is about to close). */
+  close(): void {
+    this.closed = true;
+    for (const timer of this.pendingWrites) clearTimeout(timer);
+    this.pendingWrites.clear();
+  }
+}
+
+/** The events kept for storage, as the JSON text of an array. */
+export function eventsArray(events: readonly string[]): string {
+  return `[${events.join(',')}]`;
+}
+
+/** The store error's code for the metric label (a closed set: the store_* codes). */
+function storeErrorCode(err: unknown): string {
+  const code = isSluiceError(err) ? err.code : '';
+  return code.startsWith('store_') ? code : 'store_error';
+}
+
+export function record(
+  prepared: PreparedResponse,
+  json: string,
+  status: string,
+  eventsJson: string | null,
+): StoredResponse {
+  return {
+    id: prepared.response.id,
+    json,
+    status,
+    model: prepared.response.model,
+    createdAt: prepared.response.created_at,
+    previousResponseId: prepared.response.previous_response_id,
+    conversationId: prepared.conversationId,
+    inputItemsJson: JSON.stringify(prepared.input),
+    eventsJson,
+    cancelRequested: false,
+    ownerKeyId: prepared.ownerKeyId,
+  };
+}

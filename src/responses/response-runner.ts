@@ -1,0 +1,94 @@
+import type { OpenedStream } from '../dispatch/dispatcher.js';
+import type { Engine } from '../dispatch/engine.js';
+import { ResumableStream } from '../dispatch/resumable-stream.js';
+import type { DurableFinisher } from './durable-finish.js';
+import { ResponseRun, type RunEnd } from './response-run.js';
+import type { Terminal } from './terminal.js';
+import type { PreparedResponse } from './translate.js';
+
+/**
+ * Runs a prepared response on the engines: opens its stream, follows it into the event ladder
+ * (through the MCP tool loop's turns when it has MCP tools), notes where it was resumed, and
+ * ends it with the one durable terminal write. Foreground runs are followed here; background
+ * ones by BackgroundRuns, with the same parts.
+ */
+export class ResponseRunner {
+  constructor(
+    private readonly engine: Pick<Engine, 'openStream'>,
+    readonly finisher: DurableFinisher,
+    /** What one run may hold of its events and response (`limits.maxBodyBytes`). */
+    private readonly maxRunBytes: number,
+  ) {}
+
+  /** Opens the engine stream for a foreground response (pre-first-byte errors are thrown as HTTP errors). */
+  open(prepared: PreparedResponse): Promise<OpenedStream> {
+    return this.engine.openStream(prepared.dispatch);
+  }
+
+  /** Runs a foreground response to its end; `run` has its writers attached already. */
+  async runForeground(
+    prepared: PreparedResponse,
+    run: ResponseRun,
+    opened: OpenedStream,
+    signal: AbortSignal,
+  ): Promise<Terminal> {
+    const onGone = () => run.abandon();
+    signal.addEventListener('abort', onGone, { once: true });
+    run.builder.begin();
+    const stream = this.streamOf(prepared, opened);
+    const following = this.follow(prepared, run, stream);
+    // The client may have gone while the stream was opening: the listener above would never fire.
+    if (signal.aborted) run.abandon();
+    const end = await following;
+    signal.removeEventListener('abort', onGone);
+    this.noteResumes(run, stream, prepared);
+    return this.finisher.finish(prepared, run, end, 'insert');
+  }
+
+  /** A run of the response, its events kept when it is stored. */
+  newRun(prepared: PreparedResponse): ResponseRun {
+    return new ResponseRun(prepared.response, prepared.store, {
+      bytes: this.maxRunBytes,
+      requestId: prepared.dispatch.requestId,
+    });
+  }
+
+  /** The engine stream of a run, resumable on another worker when resume is on. */
+  streamOf(prepared: PreparedResponse, opened: OpenedStream): ResumableStream {
+    return new ResumableStream(opened, prepared.resume(prepared.dispatch));
+  }
+
+  /** Follows a run's engine stream to its end: through the MCP tool loop when the request has MCP tools. */
+  follow(prepared: PreparedResponse, run: ResponseRun, stream: ResumableStream): Promise<RunEnd> {
+    if (!prepared.mcp) return run.follow(stream);
+    return prepared.mcp.session.run(
+      run,
+      stream,
+      {
+        dispatch: () => prepared.dispatch,
+        open: (dispatch) => this.engine.openStream(dispatch),
+        streamOf: (dispatch, body, opened) => {
+          const stream = new ResumableStream(opened, prepared.resume(dispatch, body));
+          prepared.mcp?.turns.push(stream);
+          return stream;
+        },
+      },
+      [...prepared.mcp.messages],
+    );
+  }
+
+  /** Notes in the response's metadata that its stream was resumed, and on which workers. */
+  noteResumes(run: ResponseRun, first: ResumableStream, prepared: PreparedResponse): void {
+    // Every engine turn of an MCP tool loop counts.
+    const streams = [first, ...(prepared.mcp?.turns ?? [])];
+    const resumes = streams.reduce((sum, stream) => sum + stream.resumes, 0);
+    if (resumes === 0) return;
+    // Workers as clients may see them (never host:port; none when `server.exposeWorker` is off).
+    const workers = streams.filter((stream) => stream.resumes > 0).flatMap((stream) => stream.clientWorkers);
+    run.response.metadata = {
+      ...run.response.metadata,
+      sluice_resumes: String(resumes),
+      ...(workers.length > 0 ? { sluice_workers: workers.join(',') } : {}),
+    };
+  }
+}
