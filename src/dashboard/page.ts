@@ -1,11 +1,12 @@
-import { readFileSync } from 'node:fs';
+import { linkClientScript } from './client-script.js';
 
 /**
  * The dashboard page: one self-contained HTML document (inline style and script, no external
  * asset), plotting by hand in SVG. It reads `key` from its own URL and passes it on to
  * `/dashboard/events` and `/dashboard/data`, since an EventSource cannot set headers. It listens
  * on SSE and falls back to polling the JSON snapshot when the event stream fails. Its script is
- * `client.js` beside this file, inlined when this module loads.
+ * written in TypeScript (src/dashboard/client/), compiled by tsc for the browser and linked into
+ * one inline script when this module loads (client-script.ts).
  */
 const PAGE_HEAD = `<!doctype html>
 <html lang="en">
@@ -175,6 +176,26 @@ const PAGE_TAIL = `</script>
 </html>
 `;
 
+/**
+ * Where tsc wrote the script's modules: `client/` beside this module once built (`npm run build`
+ * copies them to dist/dashboard/client/); .tmp/ of the checkout when the gateway runs from its
+ * sources (tsx, the tests), where `tsc -p src/dashboard/client` writes them (the tests' global
+ * setup runs it when they are older than their sources).
+ */
+const CLIENT_DIR = import.meta.url.endsWith('.ts')
+  ? new URL('../../.tmp/dashboard-client/dashboard/client/', import.meta.url)
+  : new URL('./client/', import.meta.url);
+
+function clientScript(): string {
+  try {
+    return linkClientScript(CLIENT_DIR);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    throw new Error(
+      `the dashboard script is not compiled (${(err as Error).message}): run \`npx tsc -p src/dashboard/client\` or \`npm run build\``,
+    );
+  }
+}
+
 /** The page, its script inlined (the Content-Security-Policy allows inline script only). */
-export const DASHBOARD_HTML =
-  PAGE_HEAD + readFileSync(new URL('./client.js', import.meta.url), 'utf8') + PAGE_TAIL;
+export const DASHBOARD_HTML = PAGE_HEAD + clientScript() + PAGE_TAIL;
