@@ -1,12 +1,12 @@
-import { linkClientScript } from './client-script.js';
+import { readFileSync } from 'node:fs';
 
 /**
  * The dashboard page: one self-contained HTML document (inline style and script, no external
  * asset), plotting by hand in SVG. It reads `key` from its own URL and passes it on to
  * `/dashboard/events` and `/dashboard/data`, since an EventSource cannot set headers. It listens
  * on SSE and falls back to polling the JSON snapshot when the event stream fails. Its script is
- * written in TypeScript (src/dashboard/client/), compiled by tsc for the browser and linked into
- * one inline script when this module loads (client-script.ts).
+ * written in TypeScript (src/dashboard/client/, checked by tsc with the DOM's types) and bundled
+ * by esbuild into the one inline script.
  */
 const PAGE_HEAD = `<!doctype html>
 <html lang="en">
@@ -177,24 +177,27 @@ const PAGE_TAIL = `</script>
 `;
 
 /**
- * Where tsc wrote the script's modules: `client/` beside this module once built (`npm run build`
- * copies them to dist/dashboard/client/); .tmp/ of the checkout when the gateway runs from its
- * sources (tsx, the tests), where `tsc -p src/dashboard/client` writes them (the tests' global
- * setup runs it when they are older than their sources).
+ * The browser script, bundled by esbuild from src/dashboard/client/ into one classic script
+ * (the page's Content-Security-Policy allows inline script only, where a module cannot import
+ * another by URL): `client.js` beside this module once built (`npm run build`), .tmp/ of the
+ * checkout when the gateway runs from its sources (tsx, the tests' global setup writes it).
  */
-const CLIENT_DIR = import.meta.url.endsWith('.ts')
-  ? new URL('../../.tmp/dashboard-client/dashboard/client/', import.meta.url)
-  : new URL('./client/', import.meta.url);
+const CLIENT_SCRIPT = import.meta.url.endsWith('.ts')
+  ? new URL('../../.tmp/dashboard-client.js', import.meta.url)
+  : new URL('./client.js', import.meta.url);
 
 function clientScript(): string {
+  let script: string;
   try {
-    return linkClientScript(CLIENT_DIR);
+    script = readFileSync(CLIENT_SCRIPT, 'utf8');
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
     throw new Error(
-      `the dashboard script is not compiled (${(err as Error).message}): run \`npx tsc -p src/dashboard/client\` or \`npm run build\``,
+      `the dashboard script is not built (${(err as Error).message}): run \`npm run build\` (or the tests, which bundle it for a run from the sources)`,
     );
   }
+  // Inlined as it is: a `</script` inside it would end the page's script early.
+  if (/<\/script/i.test(script)) throw new Error('the dashboard script contains "</script"');
+  return script;
 }
 
 /** The page, its script inlined (the Content-Security-Policy allows inline script only). */
