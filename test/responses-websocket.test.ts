@@ -9,7 +9,7 @@ import {
   HIGH_WATER_BYTES,
   LOW_WATER_BYTES,
   socketEventWriter,
-} from '../src/api/responses-socket.js';
+} from '../src/api/socket-event-writer.js';
 import type { Gateway } from '../src/gateway.js';
 import { sequence } from '../src/mock/generate.js';
 import { eventually, metric, metricOrZero, perTest, post } from './helpers/gateway.js';

@@ -18,22 +18,20 @@ import type { EventWriter } from '../responses/response-run.js';
 import type { InputItem, OutputItem } from '../responses/types.js';
 import { callerOf } from './caller.js';
 import type { GatewayContext } from './context.js';
-import { MAX_JSON_DEPTH, nestedDeeperThan } from './json-body.js';
+import {
+  type EventSocket,
+  HIGH_WATER_BYTES,
+  LOW_WATER_BYTES,
+  type SocketEventWriter,
+  socketEventWriter,
+  taggedWriter,
+} from './socket-event-writer.js';
+import { NO_HEADERS, parseEvent, rawBytes, refuseHttpOnlyFields, streamIdOf } from './socket-messages.js';
 
 /** `WebSocket.OPEN` (the `ws` module is only imported for its types here). */
 const OPEN = 1;
-/**
- * Bytes queued on the socket (replies the client has not read) past which the engine is paused
- * and the client's messages are no longer read, and below which both resume.
- */
-export const HIGH_WATER_BYTES = 256 * 1024;
-export const LOW_WATER_BYTES = 64 * 1024;
-/** Fields of an HTTP create body that a WebSocket `response.create` must not carry (Open Responses). */
-const HTTP_ONLY_FIELDS = ['stream', 'stream_options', 'background'] as const;
 /** Failed responses of a connection remembered, so that continuing one is refused with its cause. */
 const FAILED_KEPT = 64;
-/** The longest `stream_id` taken (it is echoed on every event of its responses). */
-export const MAX_STREAM_ID_LENGTH = 256;
 
 /** Close code and reason when a connection reaches its age limit (1001: going away; clients reconnect). */
 export const CONNECTION_LIMIT_CLOSE = { code: 1001, reason: 'websocket_connection_limit_reached' } as const;
@@ -403,131 +401,4 @@ export class ResponsesSocket {
     this.writer.release();
     this.onClosed?.();
   }
-}
-
-/** What the event writer needs of a WebSocket. */
-export type EventSocket = Pick<WebSocket, 'readyState' | 'bufferedAmount'> & {
-  send(data: string, callback: (err?: Error) => void): void;
-};
-
-export interface SocketEventWriter extends EventWriter {
-  /** Resumes whoever waits for room (the socket closed). */
-  release(): void;
-}
-
-/**
- * Sends a run's events as text messages. Past `HIGH_WATER_BYTES` queued on the socket, `write`
- * answers false and the run pauses the engine; it resumes once the queue is below
- * `LOW_WATER_BYTES` (checked as each message is flushed) or the socket is gone.
- */
-export function socketEventWriter(socket: EventSocket): SocketEventWriter {
-  const waiters: (() => void)[] = [];
-  const wake = (): void => {
-    if (waiters.length === 0) return;
-    if (socket.readyState === OPEN && socket.bufferedAmount >= LOW_WATER_BYTES) return;
-    for (const resume of waiters.splice(0)) resume();
-  };
-  return {
-    write(json) {
-      if (socket.readyState !== OPEN) return true;
-      socket.send(json, wake);
-      return socket.bufferedAmount < HIGH_WATER_BYTES;
-    },
-    onDrain(resume) {
-      waiters.push(resume);
-      wake();
-    },
-    release() {
-      for (const resume of waiters.splice(0)) resume();
-    },
-  };
-}
-
-/**
- * A lane's view of the connection's writer: each event with the lane's `stream_id` added (the
- * events are JSON objects, so the field goes in before the closing brace; the stored and SSE
- * events stay without it).
- */
-function taggedWriter(writer: EventWriter, streamId: string): EventWriter {
-  const tail = `,"stream_id":${JSON.stringify(streamId)}}`;
-  return {
-    write: (json, type) => writer.write(json.slice(0, -1) + tail, type),
-    onDrain: (resume) => writer.onDrain(resume),
-  };
-}
-
-/** Admission's rate-limit headers have nowhere to go after the upgrade: they are dropped. */
-const NO_HEADERS = { raw: { setHeader: () => undefined } };
-
-/** Refuses what a WebSocket create may not carry (Open Responses), before admission. */
-function refuseHttpOnlyFields(body: Record<string, unknown>): void {
-  for (const field of HTTP_ONLY_FIELDS) {
-    if (field in body) {
-      throw new InvalidRequest(
-        `'${field}' cannot be sent in a WebSocket response.create: every response is streamed as messages, and background mode is not available over WebSocket.`,
-        field,
-        'unsupported_parameter',
-      );
-    }
-  }
-  if (body.generate === false) {
-    throw new InvalidRequest(
-      'generate: false (a warm-up without generation) is not supported by this gateway.',
-      'generate',
-      'unsupported_parameter',
-    );
-  }
-}
-
-/** The `stream_id` of a create (a WebSocket envelope field: it is not part of the response body). */
-function streamIdOf(event: Record<string, unknown>): string | undefined {
-  const streamId = event.stream_id;
-  if (streamId === undefined || streamId === null) return undefined;
-  if (typeof streamId !== 'string' || streamId.length === 0 || streamId.length > MAX_STREAM_ID_LENGTH) {
-    throw new InvalidRequest(
-      `stream_id must be a non-empty string of at most ${MAX_STREAM_ID_LENGTH} characters.`,
-      'stream_id',
-      'invalid_value',
-    );
-  }
-  return streamId;
-}
-
-function rawBytes(data: RawData): Buffer {
-  if (Buffer.isBuffer(data)) return data;
-  if (Array.isArray(data)) return Buffer.concat(data);
-  return Buffer.from(data);
-}
-
-/** A client message: a JSON object whose `type` is `response.create`. */
-function parseEvent(text: string): Record<string, unknown> {
-  let event: unknown;
-  try {
-    event = JSON.parse(text);
-  } catch (err) {
-    throw new InvalidRequest(
-      `The message is not valid JSON: ${(err as Error).message}`,
-      null,
-      'invalid_json',
-    );
-  }
-  if (nestedDeeperThan(event, MAX_JSON_DEPTH)) {
-    throw new InvalidRequest(
-      `The message is not valid JSON: it is nested more than ${MAX_JSON_DEPTH} levels deep.`,
-      null,
-      'invalid_json',
-    );
-  }
-  if (typeof event !== 'object' || event === null || Array.isArray(event)) {
-    throw new InvalidRequest('A message must be a JSON object with a type.', 'type', 'invalid_message');
-  }
-  const type = (event as { type?: unknown }).type;
-  if (type !== 'response.create') {
-    throw new InvalidRequest(
-      `Unknown client event type ${JSON.stringify(type ?? null)}: the only one is 'response.create'.`,
-      'type',
-      'unknown_event_type',
-    );
-  }
-  return event as Record<string, unknown>;
 }

@@ -1,9 +1,19 @@
-import type { GatewayContext } from '../api/context.js';
+import type { SluiceConfig } from '../config/schema.js';
 import { STREAM_FAILURE_REASONS } from '../errors/stream-errors.js';
+import type { GatewayMetrics } from '../observability/metrics.js';
+import type { WorkerRegistry } from '../workers/registry.js';
 import { type Buckets, MetricsHistory, type Sample } from './history.js';
 import type { DashboardModel, DashboardSnapshot, DashboardWorker } from './snapshot-types.js';
 
 export type { DashboardModel, DashboardSnapshot, DashboardWorker } from './snapshot-types.js';
+
+/** What the dashboard reads of the gateway: its workers, its metrics, whether it drains, and its settings. */
+export interface DashboardSources {
+  readonly config: Pick<SluiceConfig, 'server'>;
+  readonly metrics: GatewayMetrics;
+  readonly registry: WorkerRegistry;
+  readonly lifecycle: { readonly draining: boolean };
+}
 
 /** Requests listed in a snapshot, newest first. */
 export const RECENT_LIMIT = 50;
@@ -73,7 +83,7 @@ export class SnapshotBuilder {
   readonly history: MetricsHistory;
 
   constructor(
-    private readonly ctx: GatewayContext,
+    private readonly ctx: DashboardSources,
     readonly intervalMs = 1_000,
     history?: MetricsHistory,
   ) {

@@ -1,5 +1,5 @@
 import type { ApiName } from '../observability/metrics.js';
-import type { Continuation } from './resumable-stream.js';
+import type { Continuation } from './types.js';
 
 /**
  * The body of a continuation request: the original request asking the engine to go on from

@@ -1,6 +1,6 @@
 import type { Dispatcher as UndiciDispatcher } from 'undici';
 import type { ModelSettings } from '../config/model-settings.js';
-import type { SluiceConfig, Timeouts } from '../config/schema.js';
+import type { SluiceConfig } from '../config/schema.js';
 import { isSluiceError, type SluiceError } from '../errors/base.js';
 import {
   ClientDisconnected,
@@ -10,17 +10,14 @@ import {
   QueueFull,
 } from '../errors/http-errors.js';
 import {
-  EngineFinishFailure,
   InvalidDataParallelRank,
-  NORMAL_FINISH_REASONS,
   StreamDeadlineExceeded,
   UpstreamLimitExceeded,
 } from '../errors/stream-errors.js';
 import { UpstreamBadResponse, upstreamStatusError } from '../errors/upstream-errors.js';
 import type { Logger } from '../observability/logger.js';
-import type { ApiName, GatewayMetrics } from '../observability/metrics.js';
-import type { RequestTrace, RoutingTrace } from '../observability/tracing.js';
-import type { RouteContext } from '../routing/types.js';
+import type { GatewayMetrics } from '../observability/metrics.js';
+import type { RoutingTrace } from '../observability/tracing.js';
 import { BufferingSink } from '../streams/buffering-sink.js';
 import { EngineStream } from '../streams/engine-stream.js';
 import { errorFrameFrom } from '../streams/error-frame.js';
@@ -31,49 +28,11 @@ import type { Worker } from '../workers/worker.js';
 import { Attempt } from './attempt.js';
 import { classifyRequestError, isUnreachable, outcomeOf } from './classify-upstream-error.js';
 import { continuationBody } from './continuation.js';
-import type { ResumePlan } from './resumable-stream.js';
+import { BodyTooLarge, failedFinishOf, readBounded, readLimited } from './read-body.js';
 import type { Router } from './router.js';
+import type { CompletedResponse, DispatchRequest, OpenedStream, ResumePlan } from './types.js';
 
-export interface DispatchRequest {
-  api: ApiName;
-  /** Upstream path, e.g. `/v1/chat/completions`. */
-  path: string;
-  model: string;
-  /** The JSON body sent to the engine (serialised once, the same for every attempt). */
-  payload: string;
-  stream: boolean;
-  /** The gateway's id of the client request; the first attempt's upstream id. */
-  requestId: string;
-  route: RouteContext;
-  /** Data-parallel rank asked for by the client. */
-  rank: number | undefined;
-  /** Client headers to forward (already filtered by the API layer). */
-  headers: Record<string, string>;
-  /** Aborted when the client goes away. */
-  signal: AbortSignal;
-  /** `performance.now()` when the request arrived (the overall deadline counts from here). */
-  receivedAt: number;
-  /** Workers this request must not go to (those that failed it mid-stream). */
-  exclude?: ReadonlySet<string> | undefined;
-  /** The request's spans, when tracing is on and it is sampled. */
-  trace?: RequestTrace | undefined;
-}
-
-export interface OpenedStream {
-  attempt: Attempt;
-  stream: EngineStream;
-  /** Holds the events read before the stream was handed over; `attach` a sink to it. */
-  sink: BufferingSink;
-  timeouts: Timeouts;
-}
-
-export interface CompletedResponse {
-  attempt: Attempt;
-  status: number;
-  contentType: string;
-  body: Buffer;
-  json: Record<string, unknown>;
-}
+export type { CompletedResponse, DispatchRequest, OpenedStream } from './types.js';
 
 const ERROR_BODY_LIMIT = 64 * 1024;
 const PANIC_LOG_INTERVAL_MS = 10_000;
@@ -505,79 +464,6 @@ function allReady(workers: readonly Worker[], model: string): boolean {
   if (workers.length === 0) return false;
   for (const w of workers) if (!w.healthy || !w.admits(model) || !w.limiter.hasFreeSlot) return false;
   return true;
-}
-
-async function readLimited(body: UndiciDispatcher.ResponseData['body'], limit: number): Promise<Buffer> {
-  const parts: Buffer[] = [];
-  let size = 0;
-  try {
-    for await (const chunk of body) {
-      const buf = chunk as Buffer;
-      parts.push(buf);
-      size += buf.length;
-      if (size >= limit) {
-        body.destroy();
-        break;
-      }
-    }
-  } catch {
-    // the body broke off; what arrived is enough to report
-  }
-  return Buffer.concat(parts).subarray(0, limit);
-}
-
-/** Thrown by readBounded past its limit. */
-class BodyTooLarge extends Error {}
-
-/**
- * Reads a whole body, refusing (before buffering it) one larger than `limit` bytes. With
- * listeners, not `for await`: an async iterator per answer costs more than the read itself.
- */
-function readBounded(response: UndiciDispatcher.ResponseData, limit: number): Promise<Buffer> {
-  const body = response.body;
-  const declared = Number(response.headers['content-length']);
-  if (Number.isFinite(declared) && declared > limit) {
-    body.destroy();
-    return Promise.reject(new BodyTooLarge());
-  }
-  return new Promise((resolve, reject) => {
-    const parts: Buffer[] = [];
-    let size = 0;
-    body.on('data', (buf: Buffer) => {
-      size += buf.length;
-      if (size > limit) {
-        reject(new BodyTooLarge());
-        body.destroy();
-        return;
-      }
-      parts.push(buf);
-    });
-    let ended = false;
-    body.once('end', () => {
-      ended = true;
-      resolve(parts.length === 1 ? parts[0]! : Buffer.concat(parts, size));
-    });
-    body.once('error', reject);
-    // Destroyed without an error: no 'end' will come (what `for await` reports as a premature close).
-    // Every body closes, so the error (an Error captures a stack: about 15 µs) is made only then.
-    body.once('close', () => {
-      if (!ended) reject(Object.assign(new Error('Premature close'), { code: 'ERR_STREAM_PREMATURE_CLOSE' }));
-    });
-  });
-}
-
-/** A non-streaming answer whose choice ended with an abort, an error or no known finish reason. */
-function failedFinishOf(json: Record<string, unknown>, requestId: string): EngineFinishFailure | undefined {
-  const choices = json.choices;
-  if (!Array.isArray(choices)) return undefined;
-  for (const choice of choices) {
-    const reason = (choice as { finish_reason?: unknown } | null)?.finish_reason;
-    if (reason === null || reason === undefined) continue;
-    if (typeof reason !== 'string' || !NORMAL_FINISH_REASONS.has(reason)) {
-      return new EngineFinishFailure(requestId, reason);
-    }
-  }
-  return undefined;
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

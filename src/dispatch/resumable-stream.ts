@@ -1,40 +1,14 @@
 import { isSluiceError } from '../errors/base.js';
 import { ClientDisconnected } from '../errors/http-errors.js';
 import type { StreamError } from '../errors/stream-errors.js';
-import type { Logger } from '../observability/logger.js';
 import type { ParsedChunk, Usage } from '../streams/chat-stream-tracker.js';
 import type { EngineStreamSink } from '../streams/engine-stream.js';
 import { parseSseFieldsAt, SseSplitter } from '../streams/sse-splitter.js';
 import type { Worker } from '../workers/worker.js';
 import { outcomeOf } from './classify-upstream-error.js';
-import type { OpenedStream } from './dispatcher.js';
+import type { OpenedStream, ResumePlan } from './types.js';
 
-/** What a continuation request is made of. */
-export interface Continuation {
-  /** The text generated so far on the only choice, over every attempt. */
-  text: string;
-  /** Output chunks generated so far: the estimate of tokens already produced. */
-  tokens: number;
-  /** Workers that failed this request: a continuation never goes back to one of them. */
-  exclude: ReadonlySet<string>;
-  /** 1 for the first resume, 2 for the second... */
-  number: number;
-}
-
-export interface ResumePlan {
-  maxAttempts: number;
-  /**
-   * The longest text kept for a continuation, in UTF-16 code units (`limits.maxBodyBytes`): a
-   * stream whose text passes it is not resumed, and what it kept is let go.
-   */
-  maxTextLength: number;
-  /** Opens the continuation on another worker (the dispatcher's pre-first-byte retries included). */
-  open(continuation: Continuation): Promise<OpenedStream>;
-  /** Records a resume outcome (`resumed`, `exhausted`, `unsafe`, `no_worker`) for the metric. */
-  count(outcome: string): void;
-  log: Logger;
-  requestId: string;
-}
+export type { Continuation, ResumePlan } from './types.js';
 
 interface DeltaLike {
   content?: unknown;

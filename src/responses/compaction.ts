@@ -4,6 +4,7 @@ import { InvalidRequest } from '../errors/http-errors.js';
 import { UpstreamBadResponse } from '../errors/upstream-errors.js';
 import type { Store } from '../storage/types.js';
 import type { Usage } from '../streams/chat-stream-tracker.js';
+import { encodeCompaction } from './compaction-item.js';
 import { resolveContext } from './context.js';
 import { newId } from './ids.js';
 import { extractPdfTexts } from './input-files.js';
@@ -27,40 +28,12 @@ export const compactRequestSchema = z.looseObject({
 });
 export type CompactRequest = z.output<typeof compactRequestSchema>;
 
-/**
- * sluice does not encrypt: a compaction item's `encrypted_content` is this prefix then the
- * summary's UTF-8 text in base64. Opaque to clients, as the specification wants; readable by
- * any sluice, which expands it into a user message carrying the summary.
- */
-const CONTENT_PREFIX = 'sluice.compaction.v1.';
-
 /** What the model is asked, after the conversation, to write the summary. */
 const COMPACTION_PROMPT =
   'Context checkpoint: the conversation above is about to be replaced by a summary that you write now, ' +
   'for your own use when the work continues. Keep everything needed to go on: the user’s goals, ' +
   'constraints and preferences, facts and decisions established, results of tool calls, what has been ' +
   'done and what is still open. Be concise but complete. Write only the summary.';
-
-export function encodeCompaction(summary: string): string {
-  return CONTENT_PREFIX + Buffer.from(summary, 'utf8').toString('base64');
-}
-
-/** The summary a compaction item carries; a 400 when this gateway did not make it. */
-export function decodeCompaction(content: unknown): string {
-  if (typeof content !== 'string' || !content.startsWith(CONTENT_PREFIX)) {
-    throw new InvalidRequest(
-      "A compaction item's encrypted_content was not made by this gateway's POST /v1/responses/compact and cannot be read.",
-      'input',
-      'invalid_compaction_item',
-    );
-  }
-  return Buffer.from(content.slice(CONTENT_PREFIX.length), 'base64').toString('utf8');
-}
-
-/** The user message a compaction item becomes for the engine. */
-export function compactionMessage(content: unknown): string {
-  return `Summary of the earlier conversation (compacted):\n${decodeCompaction(content)}`;
-}
 
 export interface CompactionItem {
   id: string;

@@ -1,5 +1,5 @@
 import type { ChatMessage } from '../chat/types.js';
-import { compactionMessage } from './compaction.js';
+import { compactionMessage } from './compaction-item.js';
 import { type InputFilePart, inputFileText } from './input-files.js';
 import type { CreateResponseRequest } from './request-schema.js';
 import type { InputItem, OutputItem } from './types.js';

@@ -1,6 +1,6 @@
+import type { Logger } from 'pino';
 import type { SluiceConfig } from '../config/schema.js';
 import { ControlClosed } from '../errors/stream-errors.js';
-import type { Logger } from '../observability/logger.js';
 import { discoverModels } from './discovery.js';
 import type { WorkerRegistry } from './registry.js';
 import { callWorker } from './upstream-call.js';
