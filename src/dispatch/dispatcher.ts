@@ -67,6 +67,11 @@ export class Dispatcher {
    * (`models.<m>.maxOutputTokens`, else `limits.maxOutputTokens`), lowered to the largest
    * `max_model_len` its workers report, when they report one (no worker could honour more).
    */
+  /** A healthy worker of the model, for a utility call that needs one (none: undefined). */
+  healthyWorker(model: string): Worker | undefined {
+    return this.registry.forModel(model).find((w) => w.healthy);
+  }
+
   outputTokenLimit(model: string): number {
     let limit = this.settings.maxOutputTokens(model);
     let engine = 0;

@@ -1,20 +1,16 @@
-import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
+import type { FastifyInstance } from 'fastify';
 import { toSluiceError } from '../../errors/from-thrown.js';
 import { InternalError } from '../../errors/http-errors.js';
-import { anthropicCredential, MESSAGES_FRONT, MESSAGES_PATH } from '../../fronts/messages.js';
-import { estimateTokens, TokenizerClient } from '../../messages/count-tokens.js';
+import { MESSAGES_FRONT, MESSAGES_PATH } from '../../fronts/messages.js';
+import { countTokensFront } from '../../fronts/messages-count-tokens.js';
 import { anthropicErrorBody, anthropicStatus } from '../../messages/errors.js';
-import { countTokensRequestSchema } from '../../messages/request-schema.js';
-import { RequestObserver } from '../../pipeline/request-observer.js';
 import { generationHandler } from '../../pipeline/run-generation.js';
-import { validateBody } from '../../pipeline/validate-body.js';
+import { utilityHandler } from '../../pipeline/run-utility.js';
 import type { GatewayContext } from '../context.js';
 import type { ErrorAnswer, RawRoute } from '../raw-json-route.js';
 
 const PATH = MESSAGES_PATH;
 const COUNT_PATH = '/v1/messages/count_tokens';
-/** The `route` label of count_tokens requests in the request metrics and logs. */
-const COUNT_ROUTE = 'messages_count_tokens';
 
 /** Answers an error of the Messages routes in Anthropic's shape, with its status and `request-id`. */
 export function anthropicErrorAnswer(ctx: GatewayContext): ErrorAnswer {
@@ -43,40 +39,8 @@ export function messagesRawRoute(ctx: GatewayContext): RawRoute {
  * errors, and only theirs, are in Anthropic's shape.
  */
 export function messagesRoutes(ctx: GatewayContext) {
-  const tokenizer = new TokenizerClient();
-  const bodyLimit = ctx.config.server.bodyLimitBytes;
   const create = generationHandler(ctx, MESSAGES_FRONT);
   const answer = anthropicErrorAnswer(ctx);
-
-  async function countTokens(request: FastifyRequest, reply: FastifyReply): Promise<void> {
-    const observer = new RequestObserver(ctx.metrics, ctx.log, COUNT_ROUTE, request.id);
-    try {
-      // Counting spends no generation, but it costs a call to the engine's tokenizer: it is
-      // admitted like any request, against the key's rate limits and budget.
-      await ctx.access.admitBody(request, reply, true, anthropicCredential(request.headers));
-      const body = validateBody(countTokensRequestSchema, request.body);
-      ctx.dispatcher.assertModel(body.model);
-      observer.model = body.model;
-      let count: number | undefined;
-      const worker = ctx.registry.forModel(body.model).find((w) => w.healthy);
-      if (worker) {
-        observer.worker = worker.id;
-        count = await tokenizer.count(worker, body);
-      }
-      const source = count === undefined ? 'estimate' : 'tokenizer';
-      reply
-        .code(200)
-        .header('x-request-id', request.id)
-        .header('request-id', request.id)
-        .header('x-sluice-token-count', source)
-        .send({ input_tokens: count ?? estimateTokens(body) });
-      observer.finish(200, 'completed', { tokenCount: source });
-    } catch (err) {
-      const error = toSluiceError(err, bodyLimit);
-      observer.finish(anthropicStatus(error), 'error', { code: error.code });
-      throw error;
-    }
-  }
 
   return async (app: FastifyInstance): Promise<void> => {
     // This plugin's own error handler: errors of these routes only are in Anthropic's shape.
@@ -84,6 +48,6 @@ export function messagesRoutes(ctx: GatewayContext) {
       answer(err, { id: request.id, method: request.method, route: request.routeOptions.url ?? PATH }, reply),
     );
     app.post(PATH, (request, reply) => create(request, reply));
-    app.post(COUNT_PATH, countTokens);
+    app.post(COUNT_PATH, utilityHandler(ctx, countTokensFront()));
   };
 }
