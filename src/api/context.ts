@@ -12,7 +12,7 @@ export type { Lifecycle } from '../pipeline/context.js';
  * What the HTTP layer needs from the gateway's domain objects: what the pipeline needs, and what
  * the read and admin routes use besides (workers, health, stored objects).
  */
-export interface GatewayContext extends ResponsePipelineContext, CompactPipelineContext {
+export interface GatewayContext extends ResponsePipelineContext, Omit<CompactPipelineContext, 'responses'> {
   readonly registry: WorkerRegistry;
   readonly health: HealthChecker;
   readonly requests: RequestRegistry;
