@@ -12,7 +12,7 @@ import { normaliseInput } from './input-items.js';
 import type { Caller } from './ownership.js';
 import type { PdfReader } from './pdf-reader.js';
 import { type CreateResponseRequest, inputItemSchema } from './request-schema.js';
-import { toResponseUsage } from './response-builder.js';
+import { toResponseUsage } from './response-usage.js';
 import { contextToMessages } from './to-chat.js';
 import type { InputItem, OutputItem, ResponseUsage } from './types.js';
 

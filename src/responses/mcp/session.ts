@@ -1,8 +1,8 @@
 import type { ResumableStream } from '../../dispatch/resumable-stream.js';
 import type { Logger } from '../../observability/logger.js';
-import type { ToolCallRouter } from '../response-builder.js';
 import type { ResponseRun, RunEnd } from '../response-run.js';
 import type { ChatMessage } from '../to-chat.js';
+import type { ToolCallRouter } from '../tool-call-items.js';
 import type { InputItem, McpListToolsItem, OutputItem } from '../types.js';
 import { answerApprovals, type CheckedApproval, checkApprovals, needsApproval } from './approvals.js';
 import { McpBounds } from './bounds.js';
