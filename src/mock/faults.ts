@@ -43,6 +43,16 @@ export const FAULTS = {
   eof_after: 'streams: the response ends cleanly after N token chunks',
   /** A corrupted chunk (truncated JSON), after which the stream goes on normally. */
   malformed_after: 'streams: a broken JSON frame after N token chunks, then the stream continues',
+  /** An engine that dies on accepting the request: the socket is reset before any response header. */
+  reset_headers: 'the socket is destroyed before any response header',
+  /** vLLM's answer to a prompt over the model's context window (a 400 BadRequestError naming it). */
+  context_length: "a 400 saying the prompt is over the model's maximum context length (vLLM's words)",
+  /** A provider's content-policy refusal (OpenAI's 400 content_policy_violation). */
+  content_policy: 'a 400 with code content_policy_violation',
+  /** A model whose template rejects an assistant prefill: a continuation request is a 400. */
+  reject_prefill: 'a 400 for a request that continues a final assistant message (continue_final_message)',
+  /** The fault applies to one request only; the worker serves normally after it. */
+  once: 'the other faults of the spec apply to one request, then are cleared',
   /** A slow first byte (queueing before the engine accepts the request): headers wait MS. */
   delay_headers: 'the response headers wait MS',
   /** A long prefill: headers at once, the first event after MS. */
@@ -74,6 +84,8 @@ const TRIGGERS = new Set<string>([
   'malformed_after',
 ] satisfies TriggerKind[]);
 const STATUSES: Record<string, number> = { http_500: 500, http_503: 503, http_429: 429, http_400: 400 };
+/** Faults without an argument that are not a plain status. */
+const FLAGS = new Set(['reset_headers', 'context_length', 'content_policy', 'reject_prefill', 'once']);
 
 export interface Trigger {
   kind: TriggerKind;
@@ -83,6 +95,16 @@ export interface Trigger {
 export interface Faults {
   /** HTTP status to refuse with before any stream. */
   status?: number;
+  /** The Retry-After of a 429 or 503 (`http_429:N`), in seconds. */
+  retryAfter?: number;
+  /** What the refusal says: a context-length or content-policy 400 (status 400 with it). */
+  refusal?: 'context_length' | 'content_policy';
+  /** The socket is destroyed before any response header. */
+  resetHeaders?: boolean;
+  /** A continuation request (a final assistant message continued) is refused with a 400. */
+  rejectPrefill?: boolean;
+  /** The faults apply to one request only (a worker-wide fault is cleared after it). */
+  once?: boolean;
   /** Mid-stream faults, sorted by their token position. */
   triggers: Trigger[];
   noFinish: boolean;
@@ -124,6 +146,24 @@ export function parseFault(spec: string | undefined): Faults {
       throw new FaultSpecError(`unknown fault '${name}' in '${spec}'; known faults: ${KNOWN}`);
     }
     const status = STATUSES[name];
+    if ((name === 'http_429' || name === 'http_503') && arg !== undefined) {
+      if (!/^\d+$/.test(arg))
+        throw new FaultSpecError(`fault '${name}' takes Retry-After seconds, as in '${name}:5'`);
+      faults.status = status;
+      faults.retryAfter = Number(arg);
+      continue;
+    }
+    if (FLAGS.has(name)) {
+      if (arg !== undefined) throw new FaultSpecError(`fault '${name}' takes no argument (got '${part}')`);
+      if (name === 'reset_headers') faults.resetHeaders = true;
+      else if (name === 'reject_prefill') faults.rejectPrefill = true;
+      else if (name === 'once') faults.once = true;
+      else {
+        faults.status = 400;
+        faults.refusal = name as 'context_length' | 'content_policy';
+      }
+      continue;
+    }
     if (status !== undefined || name === 'no_finish' || name === 'no_done') {
       if (arg !== undefined) throw new FaultSpecError(`fault '${name}' takes no argument (got '${part}')`);
       if (status !== undefined) faults.status = status;

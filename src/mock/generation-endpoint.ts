@@ -62,15 +62,30 @@ export async function generate(
   const stepFault =
     typeof step?.fault === 'string' && body.continue_final_message !== true ? step.fault : undefined;
   const faultHeader = stepFault ?? header(req, 'x-mock-fault');
+  const model = typeof body.model === 'string' ? body.model : '';
+  if (!settings.models.includes(model)) return sendError(res, 404, `The model \`${model}\` does not exist.`);
   let faults: Faults;
   try {
-    faults = faultHeader === undefined ? state.faults : parseFault(faultHeader);
+    faults = faultHeader === undefined ? state.takeFaults(model) : parseFault(faultHeader);
   } catch (err) {
     if (err instanceof FaultSpecError) return sendError(res, 400, `x-mock-fault: ${err.message}`);
     throw err;
   }
-  const model = typeof body.model === 'string' ? body.model : '';
-  if (!settings.models.includes(model)) return sendError(res, 404, `The model \`${model}\` does not exist.`);
+  if (faults.resetHeaders) {
+    req.socket.destroy();
+    return;
+  }
+  if (faults.rejectPrefill && isContinuation(body)) {
+    return send(
+      res,
+      400,
+      engineError(
+        'This model does not support continuing a final assistant message.',
+        'BadRequestError',
+        400,
+      ),
+    );
+  }
   if (rankHeader !== undefined) {
     const rank = Number(rankHeader);
     if (!Number.isInteger(rank) || rank < 0 || rank >= settings.dpSize) {
@@ -100,13 +115,10 @@ export async function generate(
     if (faults.status !== undefined) {
       life.end('completed');
       const status = faults.status;
-      const headers: Record<string, string> = status === 429 ? { 'retry-after': '1' } : {};
-      return send(
-        res,
-        status,
-        engineError(`injected HTTP ${status} (sluice mock)`, errorTypeOf(status), status),
-        headers,
-      );
+      const retryAfter = faults.retryAfter ?? (status === 429 ? 1 : undefined);
+      const headers: Record<string, string> =
+        retryAfter === undefined ? {} : { 'retry-after': String(retryAfter) };
+      return send(res, status, refusalBody(faults, status), headers);
     }
     const id = responseId(api);
     const created = Math.floor(Date.now() / 1000);
@@ -151,4 +163,34 @@ function resultsOf(plan: Plan): ChoiceResult[] {
       : undefined,
     finishReason: plan.tool ? 'tool_calls' : plan.completion.finishReason,
   }));
+}
+
+/** Whether a request continues a final assistant message (a resume, a fallback's prefill). */
+function isContinuation(body: { continue_final_message?: unknown; messages?: unknown }): boolean {
+  if (body.continue_final_message === true) return true;
+  const messages = body.messages;
+  return Array.isArray(messages) && (messages.at(-1) as { role?: unknown } | undefined)?.role === 'assistant';
+}
+
+/** The body of an injected refusal: an engine's error, or what a context or policy refusal says. */
+function refusalBody(faults: Faults, status: number): string {
+  if (faults.refusal === 'context_length') {
+    // vLLM's words (its 400 carries no stable code: the message is what tells it).
+    return engineError(
+      "This model's maximum context length is 4096 tokens. However, you requested 5000 tokens (4990 in the messages, 10 in the completion). Please reduce the length of the messages or completion.",
+      'BadRequestError',
+      400,
+    );
+  }
+  if (faults.refusal === 'content_policy') {
+    return JSON.stringify({
+      error: {
+        message: 'Your request was rejected as a result of our safety system.',
+        type: 'invalid_request_error',
+        param: null,
+        code: 'content_policy_violation',
+      },
+    });
+  }
+  return engineError(`injected HTTP ${status} (sluice mock)`, errorTypeOf(status), status);
 }

@@ -51,7 +51,8 @@ export interface MockWorker {
   readonly port: number;
   readonly stats: MockWorkerStats;
   /** Sets the worker-wide fault; throws FaultSpecError on an invalid spec. */
-  setFault(fault: string | undefined): void;
+  /** The worker-wide fault, or with `model` that model's only (see WorkerState.setFault). */
+  setFault(fault: string | undefined, model?: string): void;
   /** `GET /health` answers 503 while false. */
   setHealthy(ok: boolean): void;
   setUtilityFault(fault: UtilityFault): void;
@@ -109,8 +110,8 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
     url: `http://${host}:${address.port}`,
     port: address.port,
     stats: state.stats,
-    setFault(fault) {
-      state.setFault(fault);
+    setFault(fault, model) {
+      state.setFault(fault, model);
     },
     setHealthy(ok) {
       state.healthy = ok;

@@ -54,6 +54,8 @@ export class WorkerState {
   utilityFault: UtilityFault;
   private spec: string | undefined;
   private parsed: Faults;
+  /** Faults of one model's requests (set with setFault's `model`). */
+  private readonly byModel = new Map<string, Faults>();
 
   /** Throws FaultSpecError on an invalid spec. */
   constructor(fault: string | undefined) {
@@ -71,10 +73,32 @@ export class WorkerState {
     return this.spec;
   }
 
-  /** Sets the worker-wide fault; throws FaultSpecError on an invalid spec (and keeps the fault it had). */
-  setFault(spec: string | undefined): void {
-    this.parsed = parseFault(spec);
+  /**
+   * Sets the worker-wide fault, or with `model` the fault of that model's requests only (an
+   * engine that misbehaves for one model); throws FaultSpecError on an invalid spec (and keeps
+   * the fault it had). An empty spec clears it.
+   */
+  setFault(spec: string | undefined, model?: string): void {
+    const parsed = parseFault(spec);
+    if (model !== undefined) {
+      if (spec === undefined || spec.trim() === '') this.byModel.delete(model);
+      else this.byModel.set(model, parsed);
+      return;
+    }
+    this.parsed = parsed;
     this.spec = spec;
+  }
+
+  /** The fault of a request for `model` without an `x-mock-fault` header; a `once` fault is used up. */
+  takeFaults(model: string): Faults {
+    const own = this.byModel.get(model);
+    if (own) {
+      if (own.once) this.byModel.delete(model);
+      return own;
+    }
+    const faults = this.parsed;
+    if (faults.once) this.setFault(undefined);
+    return faults;
   }
 
   /** Counts a generation request as it comes in, its body read but not yet parsed. */
