@@ -15,7 +15,7 @@ import {
   keyPrefix,
   randomBase62,
 } from '../src/auth/key-secret.js';
-import { InvalidRequest } from '../src/errors/http-errors.js';
+import { InvalidRequest } from '../src/errors/request-errors.js';
 import { StoreError } from '../src/errors/storage-errors.js';
 import {
   type KeyStore,

@@ -3,7 +3,8 @@ import type { AddressInfo } from 'node:net';
 import Anthropic from '@anthropic-ai/sdk';
 import OpenAI from 'openai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { InvalidRequest, NoWorkerAvailable, QueueFull } from '../src/errors/http-errors.js';
+import { NoWorkerAvailable, QueueFull } from '../src/errors/http-errors.js';
+import { InvalidValue } from '../src/errors/request-errors.js';
 import { RequestStreamClosed } from '../src/errors/stream-errors.js';
 import type { Gateway } from '../src/gateway.js';
 import {
@@ -855,7 +856,7 @@ describe('the mappings, one by one', () => {
     for (const [status, type] of table) expect(anthropicErrorType(status)).toBe(type);
     expect(anthropicStatus(new NoWorkerAvailable('m'))).toBe(529);
     expect(anthropicStatus(new QueueFull('w'))).toBe(529);
-    expect(anthropicErrorBody(new InvalidRequest('bad', 'messages[0]', 'invalid_value'), 'req-1')).toEqual({
+    expect(anthropicErrorBody(new InvalidValue('bad', 'messages[0]'), 'req-1')).toEqual({
       type: 'error',
       error: { type: 'invalid_request_error', message: 'bad', code: 'invalid_value', param: 'messages[0]' },
       request_id: 'req-1',

@@ -1,6 +1,7 @@
 import type { FastifyInstance } from 'fastify';
 import { toSluiceError } from '../errors/from-thrown.js';
-import { InternalError, NotFound } from '../errors/http-errors.js';
+import { InternalError } from '../errors/http-errors.js';
+import { UnknownUrl } from '../errors/not-found-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { ApiReply } from '../pipeline/exchange.js';
 
@@ -50,7 +51,7 @@ export function installErrorHandlers(app: FastifyInstance, log: Logger, bodyLimi
     ),
   );
   app.setNotFoundHandler((request, reply) => {
-    const error = new NotFound(`Unknown request URL: ${request.method} ${request.url}`, 'unknown_url');
+    const error = new UnknownUrl(request.method, request.url);
     reply.code(404).send(error.toBody());
   });
 }

@@ -1,4 +1,4 @@
-import { InvalidRequest } from '../errors/http-errors.js';
+import { InvalidJson } from '../errors/request-errors.js';
 
 /** How deeply a request body's arrays and objects may nest. */
 export const MAX_JSON_DEPTH = 128;
@@ -37,10 +37,8 @@ export function parseJsonBody(text: string, method: string): unknown {
     throw err;
   }
   if (nestedDeeperThan(parsed, MAX_JSON_DEPTH)) {
-    throw new InvalidRequest(
+    throw new InvalidJson(
       `The request body is not valid JSON: it is nested more than ${MAX_JSON_DEPTH} levels deep.`,
-      null,
-      'invalid_json',
     );
   }
   return parsed;

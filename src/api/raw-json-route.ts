@@ -1,5 +1,5 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { PayloadTooLarge } from '../errors/http-errors.js';
+import { PayloadTooLarge } from '../errors/request-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { ApiHandler, ApiReply, ApiRequest } from '../pipeline/exchange.js';
 import { answerError } from './error-handler.js';

@@ -3,13 +3,15 @@ import type { FastifyRequest } from 'fastify';
 import type { RawData, WebSocket } from 'ws';
 import type { SluiceError } from '../errors/base.js';
 import { toSluiceError } from '../errors/from-thrown.js';
+import { ClientDisconnected, GatewayShuttingDown } from '../errors/http-errors.js';
+import { InvalidValue } from '../errors/request-errors.js';
 import {
-  ClientDisconnected,
-  Conflict,
-  GatewayShuttingDown,
-  InvalidRequest,
+  ConnectionTimeLimitReached,
+  InvalidMessage,
+  PreviousResponseFailed,
+  ResponseInProgress,
   StreamLimitReached,
-} from '../errors/http-errors.js';
+} from '../errors/websocket-errors.js';
 import { type ResponseChannel, responseCreate } from '../pipeline/run-response.js';
 import { type ResolvedContext, resolveContext } from '../responses/context.js';
 import type { Caller } from '../responses/ownership.js';
@@ -183,20 +185,15 @@ export class ResponsesSocket {
     const bytes = message.length;
     try {
       if (isBinary) {
-        throw new InvalidRequest(
+        throw new InvalidMessage(
           'Binary messages are not supported: send each event as a JSON text message.',
-          null,
-          'invalid_message',
         );
       }
       event = parseEvent(message.toString('utf8'));
       streamId = streamIdOf(event);
       lane = this.lanes.get(streamId ?? '');
       if (lane && streamId === undefined) {
-        throw new Conflict(
-          'A response is already in progress on this connection: wait for its terminal event before sending another response.create (one response at a time per connection), or give each response.create a stream_id to run several.',
-          'response_in_progress',
-        );
+        throw new ResponseInProgress();
       }
       if (this.ctx.lifecycle.draining) throw new GatewayShuttingDown();
       if (lane && lane.queue.length >= this.options.maxQueuedPerStream) {
@@ -307,19 +304,14 @@ export class ResponsesSocket {
   private async contextOf(request: CreateResponseRequest, caller: Caller): Promise<ResolvedContext> {
     const previous = request.previous_response_id;
     if (previous && this.failed.has(previous)) {
-      throw new InvalidRequest(
-        `Response '${previous}' failed and cannot be continued: continue from an earlier response or send the whole input.`,
-        'previous_response_id',
-        'previous_response_failed',
-      );
+      throw new PreviousResponseFailed(previous);
     }
     const cached = previous ? this.cache.get(previous) : undefined;
     if (!previous || !cached) return resolveContext(this.ctx.store, request, caller);
     if (request.conversation) {
-      throw new InvalidRequest(
+      throw new InvalidValue(
         'previous_response_id and conversation cannot be used together.',
         'previous_response_id',
-        'invalid_value',
       );
     }
     // The most recently used entries are kept longest.
@@ -371,13 +363,9 @@ export class ResponsesSocket {
     if (!this.busy) this.endForLimit();
   }
 
-  private limitError(): InvalidRequest {
+  private limitError(): ConnectionTimeLimitReached {
     const minutes = Math.round((this.options.maxConnectionMs / 60_000) * 100) / 100;
-    return new InvalidRequest(
-      `This WebSocket connection reached its time limit (${minutes} minutes): open a new connection. Responses stored with store=true can be continued from it with previous_response_id; store=false ones lived only on this connection.`,
-      null,
-      CONNECTION_LIMIT_CLOSE.reason,
-    );
+    return new ConnectionTimeLimitReached(minutes);
   }
 
   private endForLimit(): void {

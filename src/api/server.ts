@@ -8,7 +8,8 @@ import Fastify, {
   LogController,
 } from 'fastify';
 import { toSluiceError } from '../errors/from-thrown.js';
-import { GatewayShuttingDown, InvalidRequest, UnsupportedContentEncoding } from '../errors/http-errors.js';
+import { GatewayShuttingDown } from '../errors/http-errors.js';
+import { InvalidUrl, PathParameterTooLong, UnsupportedContentEncoding } from '../errors/request-errors.js';
 import type { GatewayContext } from './context.js';
 import { installErrorHandlers } from './error-handler.js';
 import { parseJsonBody } from './json-body.js';
@@ -136,13 +137,9 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
     frameworkErrors: (error, _request, reply) => {
       const mapped =
         error.code === 'FST_ERR_BAD_URL'
-          ? new InvalidRequest(
-              'The request URL is not valid: it has a malformed percent-encoding.',
-              null,
-              'invalid_url',
-            )
+          ? new InvalidUrl()
           : error.code === 'FST_ERR_MAX_PARAM_LENGTH'
-            ? new InvalidRequest('A path parameter of the request URL is too long.', null, 'invalid_url', 414)
+            ? new PathParameterTooLong()
             : toSluiceError(error, ctx.config.server.bodyLimitBytes);
       const raw = reply as unknown as FastifyReply;
       raw.code(mapped.status).headers(mapped.headers()).send(mapped.toBody());

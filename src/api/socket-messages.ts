@@ -1,5 +1,6 @@
 import type { RawData } from 'ws';
-import { InvalidRequest } from '../errors/http-errors.js';
+import { InvalidJson, InvalidValue, UnsupportedParameter } from '../errors/request-errors.js';
+import { InvalidMessage, UnknownEventType } from '../errors/websocket-errors.js';
 import { MAX_JSON_DEPTH, nestedDeeperThan } from './json-body.js';
 
 /** Fields of an HTTP create body that a WebSocket `response.create` must not carry (Open Responses). */
@@ -16,18 +17,16 @@ export const NO_HEADERS = { raw: { setHeader: () => undefined } };
 export function refuseHttpOnlyFields(body: Record<string, unknown>): void {
   for (const field of HTTP_ONLY_FIELDS) {
     if (field in body) {
-      throw new InvalidRequest(
+      throw new UnsupportedParameter(
         `'${field}' cannot be sent in a WebSocket response.create: every response is streamed as messages, and background mode is not available over WebSocket.`,
         field,
-        'unsupported_parameter',
       );
     }
   }
   if (body.generate === false) {
-    throw new InvalidRequest(
+    throw new UnsupportedParameter(
       'generate: false (a warm-up without generation) is not supported by this gateway.',
       'generate',
-      'unsupported_parameter',
     );
   }
 }
@@ -37,10 +36,9 @@ export function streamIdOf(event: Record<string, unknown>): string | undefined {
   const streamId = event.stream_id;
   if (streamId === undefined || streamId === null) return undefined;
   if (typeof streamId !== 'string' || streamId.length === 0 || streamId.length > MAX_STREAM_ID_LENGTH) {
-    throw new InvalidRequest(
+    throw new InvalidValue(
       `stream_id must be a non-empty string of at most ${MAX_STREAM_ID_LENGTH} characters.`,
       'stream_id',
-      'invalid_value',
     );
   }
   return streamId;
@@ -58,29 +56,19 @@ export function parseEvent(text: string): Record<string, unknown> {
   try {
     event = JSON.parse(text);
   } catch (err) {
-    throw new InvalidRequest(
-      `The message is not valid JSON: ${(err as Error).message}`,
-      null,
-      'invalid_json',
-    );
+    throw new InvalidJson(`The message is not valid JSON: ${(err as Error).message}`);
   }
   if (nestedDeeperThan(event, MAX_JSON_DEPTH)) {
-    throw new InvalidRequest(
+    throw new InvalidJson(
       `The message is not valid JSON: it is nested more than ${MAX_JSON_DEPTH} levels deep.`,
-      null,
-      'invalid_json',
     );
   }
   if (typeof event !== 'object' || event === null || Array.isArray(event)) {
-    throw new InvalidRequest('A message must be a JSON object with a type.', 'type', 'invalid_message');
+    throw new InvalidMessage('A message must be a JSON object with a type.', 'type');
   }
   const type = (event as { type?: unknown }).type;
   if (type !== 'response.create') {
-    throw new InvalidRequest(
-      `Unknown client event type ${JSON.stringify(type ?? null)}: the only one is 'response.create'.`,
-      'type',
-      'unknown_event_type',
-    );
+    throw new UnknownEventType(type);
   }
   return event as Record<string, unknown>;
 }

@@ -1,19 +1,16 @@
 import { createHash, timingSafeEqual } from 'node:crypto';
 import type { IncomingHttpHeaders } from 'node:http';
 import type { SluiceConfig } from '../config/schema.js';
+import { BudgetExhausted, InvalidApiKey, ModelNotAllowed, RateLimitExceeded } from '../errors/auth-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { KeyStore } from '../storage/types.js';
 import {
-  BudgetExhausted,
   bearerToken,
   formatRateLimitHeaders,
-  InvalidApiKey,
   type KeyRecord,
   KeyService,
   keyAllowsModel,
   MemoryRateLimiter,
-  ModelNotAllowed,
-  RateLimitExceeded,
   type RateLimiter,
   RedisRateLimiter,
 } from './index.js';
@@ -168,7 +165,7 @@ export class AccessControl {
     if ((await keys.budgetLeft(key)) === 0) throw new BudgetExhausted();
     const decision = await this.limiter.check(key.id, { rpm: key.rpm, tpm: key.tpm });
     const headers = formatRateLimitHeaders(decision);
-    if (!decision.allowed) throw new RateLimitExceeded(decision);
+    if (!decision.allowed) throw new RateLimitExceeded(decision, headers);
     // Set on the raw response too, so that a hijacked (streamed) reply carries them.
     for (const [name, value] of Object.entries(headers)) reply.raw.setHeader(name, value);
     return { key, headers };

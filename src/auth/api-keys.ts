@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
 import { z } from 'zod';
-import { InvalidRequest } from '../errors/http-errors.js';
+import { InvalidValue } from '../errors/request-errors.js';
 import type { KeyStore, StoredApiKey } from '../storage/types.js';
 import {
   generateSecret,
@@ -187,7 +187,7 @@ function parseCreateInput(input: CreateKeyInput): z.output<typeof createKeySchem
   if (result.success) return result.data;
   const issue = result.error.issues[0]!;
   const param = issue.path.map(String).join('.') || null;
-  throw new InvalidRequest(`Invalid value for '${param ?? 'key'}': ${issue.message}`, param, 'invalid_value');
+  throw new InvalidValue(`Invalid value for '${param ?? 'key'}': ${issue.message}`, param);
 }
 
 function tokenCount(value: number, name: string): number {

@@ -1,5 +1,5 @@
 import { Redis, type RedisOptions } from 'ioredis';
-import { RateLimiterUnavailable } from './errors.js';
+import { RateLimiterUnavailable } from '../errors/auth-errors.js';
 import { parseScriptReply, RATE_LIMIT_LUA } from './rate-limit-script.js';
 import {
   assertValidLimits,

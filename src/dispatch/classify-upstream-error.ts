@@ -6,7 +6,6 @@ import {
   RequestStreamClosed,
   StreamIdleTimeout,
   UpstreamErrorFrame,
-  UpstreamLimitExceeded,
   UpstreamReadError,
 } from '../errors/stream-errors.js';
 import {
@@ -17,6 +16,7 @@ import {
   UpstreamHttpError,
   UpstreamUnexpectedStatus,
 } from '../errors/upstream-errors.js';
+import { UpstreamLimitExceeded } from '../errors/upstream-limit-errors.js';
 import type { AttemptOutcome } from './attempt.js';
 
 const CONNECT_CODES = new Set([

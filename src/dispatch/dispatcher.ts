@@ -2,19 +2,12 @@ import type { Dispatcher as UndiciDispatcher } from 'undici';
 import type { ModelSettings } from '../config/model-settings.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { isSluiceError, type SluiceError } from '../errors/base.js';
-import {
-  ClientDisconnected,
-  MaxTokensTooLarge,
-  ModelNotFound,
-  NoWorkerAvailable,
-  QueueFull,
-} from '../errors/http-errors.js';
-import {
-  InvalidDataParallelRank,
-  StreamDeadlineExceeded,
-  UpstreamLimitExceeded,
-} from '../errors/stream-errors.js';
+import { ClientDisconnected, NoWorkerAvailable, QueueFull } from '../errors/http-errors.js';
+import { ModelNotFound } from '../errors/not-found-errors.js';
+import { InvalidDataParallelRank, MaxTokensTooLarge } from '../errors/request-content-errors.js';
+import { StreamDeadlineExceeded } from '../errors/stream-errors.js';
 import { UpstreamBadResponse, upstreamStatusError } from '../errors/upstream-errors.js';
+import { UpstreamBodyTooLarge } from '../errors/upstream-limit-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import type { RoutingTrace } from '../observability/tracing.js';
@@ -169,7 +162,7 @@ export class Dispatcher {
           body = await readBounded(response, limit);
         } catch (err) {
           if (err instanceof BodyTooLarge) {
-            const error = new UpstreamLimitExceeded(attempt.requestId, 'body', limit);
+            const error = new UpstreamBodyTooLarge(attempt.requestId, limit);
             attempt.controller.abort(error);
             throw error;
           }

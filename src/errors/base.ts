@@ -3,6 +3,11 @@
  * machine-readable `code` (never reworded once released), a `retryable` flag that the
  * dispatcher uses to decide on failover, and the HTTP status and OpenAI error `type`
  * it maps to when it can still be expressed as an HTTP response.
+ *
+ * One class per meaning: each class fixes its code (or a closed union of codes of one meaning),
+ * its status, its type and its retryable flag as literal types; no constructor takes a status.
+ * The registry of every code is docs/ERRORS.md, generated from these classes
+ * (`npx tsx scripts/error-registry.ts --write`) and checked by test/error-registry.test.ts.
  */
 export type OpenAIErrorType =
   | 'invalid_request_error'
@@ -26,8 +31,8 @@ export interface OpenAIErrorBody {
 export abstract class SluiceError extends Error {
   abstract readonly code: string;
   abstract readonly retryable: boolean;
-  readonly status: number = 500;
-  readonly type: OpenAIErrorType = 'server_error';
+  abstract readonly status: number;
+  abstract readonly type: OpenAIErrorType;
   readonly param: string | null = null;
   /** Extra headers to send with an HTTP error response (Retry-After, ...). */
   headers(): Record<string, string> {

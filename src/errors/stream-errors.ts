@@ -1,4 +1,4 @@
-import { type OpenAIErrorType, SluiceError } from './base.js';
+import { SluiceError } from './base.js';
 
 /**
  * The error taxonomy of the engine client (shared/STREAMS.md section 1). Failures after the
@@ -17,9 +17,9 @@ export const STREAM_FAILURE_REASONS = [
 ] as const;
 export type StreamFailureReason = (typeof STREAM_FAILURE_REASONS)[number];
 
+/** The base of every failure of an engine's stream; each names its metric `reason`. */
 export abstract class StreamError extends SluiceError {
   abstract readonly reason: StreamFailureReason;
-  override readonly status: number = 502;
 }
 
 /** The stream ended (socket closed, EOF, `[DONE]`) before a terminal output arrived. */
@@ -27,6 +27,8 @@ export class RequestStreamClosed extends StreamError {
   readonly code = 'request_stream_closed';
   readonly retryable = true;
   readonly reason = 'upstream_closed' as const;
+  override readonly status = 502;
+  override readonly type = 'server_error' as const;
   constructor(
     readonly requestId: string,
     readonly how: 'eof' | 'done' | 'reset' = 'eof',
@@ -41,11 +43,13 @@ export class RequestStreamClosed extends StreamError {
   }
 }
 
+/** The engine made no progress (keep-alives are none) for `timeouts.idleMs`. */
 export class StreamIdleTimeout extends StreamError {
   readonly code = 'stream_idle_timeout';
   readonly retryable = true;
   readonly reason = 'idle_timeout' as const;
   override readonly status = 504;
+  override readonly type = 'server_error' as const;
   constructor(
     readonly requestId: string,
     readonly ms: number,
@@ -54,11 +58,13 @@ export class StreamIdleTimeout extends StreamError {
   }
 }
 
+/** The request passed its deadline, `timeouts.deadlineMs`. */
 export class StreamDeadlineExceeded extends StreamError {
   readonly code = 'stream_deadline_exceeded';
   readonly retryable = false;
   readonly reason = 'deadline' as const;
   override readonly status = 504;
+  override readonly type = 'server_error' as const;
   constructor(
     readonly requestId: string,
     readonly ms: number,
@@ -72,6 +78,8 @@ export class MalformedChunk extends StreamError {
   readonly code = 'malformed_chunk';
   readonly retryable = true;
   readonly reason = 'read_error' as const;
+  override readonly status = 502;
+  override readonly type = 'server_error' as const;
   constructor(
     readonly requestId: string,
     detail: string,
@@ -85,6 +93,8 @@ export class UpstreamReadError extends StreamError {
   readonly code = 'upstream_read_error';
   readonly retryable = true;
   readonly reason = 'read_error' as const;
+  override readonly status = 502;
+  override readonly type = 'server_error' as const;
   constructor(
     readonly requestId: string,
     detail: string,
@@ -112,6 +122,8 @@ export class EngineFinishFailure extends StreamError {
   readonly code: 'engine_aborted' | 'engine_error' | 'invalid_finish_reason';
   readonly retryable = true;
   readonly reason = 'engine_abort' as const;
+  override readonly status = 502;
+  override readonly type = 'server_error' as const;
   constructor(
     readonly requestId: string,
     readonly finishReason: unknown,
@@ -147,41 +159,6 @@ function describeValue(value: unknown): string {
   return text.length > 80 ? `${text.slice(0, 77)}...` : text;
 }
 
-/**
- * One of the gateway's bounds on what it holds of an upstream answer was passed: one SSE event
- * (a line without its end), what is buffered before the first output chunk, or a non-streaming
- * body. The upstream request is aborted; nothing past the bound is kept.
- */
-export class UpstreamLimitExceeded extends StreamError {
-  readonly code: 'upstream_event_too_large' | 'upstream_preamble_too_large' | 'upstream_body_too_large';
-  readonly retryable: boolean;
-  readonly reason = 'limit_exceeded' as const;
-  constructor(
-    readonly requestId: string,
-    readonly what: 'event' | 'preamble' | 'body',
-    readonly limitBytes: number,
-  ) {
-    super(
-      what === 'event'
-        ? `The engine sent an SSE event larger than ${limitBytes} bytes for request ${requestId}.`
-        : what === 'preamble'
-          ? `The engine sent more than ${limitBytes} bytes without any output for request ${requestId}.`
-          : `The engine's answer to request ${requestId} is larger than ${limitBytes} bytes.`,
-    );
-    this.code =
-      what === 'event'
-        ? 'upstream_event_too_large'
-        : what === 'preamble'
-          ? 'upstream_preamble_too_large'
-          : 'upstream_body_too_large';
-    // Bytes without output are the engine misbehaving; an oversized answer would be the same elsewhere.
-    this.retryable = what === 'preamble';
-  }
-  override details(): Record<string, unknown> {
-    return { limit_bytes: this.limitBytes };
-  }
-}
-
 const RETRYABLE_STRING_CODES = new Set([
   'internal_error',
   'internal_server_error',
@@ -211,6 +188,8 @@ export class UpstreamErrorFrame extends StreamError {
   readonly code = 'upstream_error_frame';
   readonly retryable: boolean;
   readonly reason = 'upstream_error_frame' as const;
+  override readonly status = 502;
+  override readonly type = 'server_error' as const;
   constructor(
     readonly upstreamCode: string | number | null,
     message: string,
@@ -230,7 +209,7 @@ export class DispatcherClosed extends StreamError {
   readonly retryable = true;
   readonly reason = 'gateway_error' as const;
   override readonly status = 503;
-  override readonly type: OpenAIErrorType = 'service_unavailable_error';
+  override readonly type = 'service_unavailable_error' as const;
   constructor(message = 'The gateway is shutting down; the stream was ended before it finished.') {
     super(message);
   }
@@ -242,7 +221,7 @@ export class ClientClosed extends StreamError {
   readonly retryable = true;
   readonly reason = 'gateway_error' as const;
   override readonly status = 503;
-  override readonly type: OpenAIErrorType = 'service_unavailable_error';
+  override readonly type = 'service_unavailable_error' as const;
 }
 
 /** The control / health channel to an engine is gone; the worker is marked unhealthy. */
@@ -251,36 +230,5 @@ export class ControlClosed extends StreamError {
   readonly retryable = true;
   readonly reason = 'gateway_error' as const;
   override readonly status = 503;
-  override readonly type: OpenAIErrorType = 'service_unavailable_error';
-}
-
-/** A request id is already in flight. Rejected before anything is sent. */
-export class DuplicateRequestId extends SluiceError {
-  readonly code = 'duplicate_request_id';
-  readonly retryable = false;
-  override readonly status = 409;
-  override readonly type = 'invalid_request_error' as const;
-  override readonly param = 'x-request-id';
-  constructor(readonly requestId: string) {
-    super(`A request with id '${requestId}' is already in flight.`);
-  }
-}
-
-export class InvalidDataParallelRank extends SluiceError {
-  readonly code = 'invalid_data_parallel_rank';
-  readonly retryable = false;
-  override readonly status = 400;
-  override readonly type = 'invalid_request_error' as const;
-  override readonly param = 'x-data-parallel-rank';
-  constructor(
-    readonly rank: number | string,
-    readonly connectedRanks: readonly number[],
-  ) {
-    super(
-      `Data-parallel rank ${String(rank)} is not connected; connected ranks are [${connectedRanks.join(', ')}].`,
-    );
-  }
-  override details(): Record<string, unknown> {
-    return { connected_ranks: [...this.connectedRanks] };
-  }
+  override readonly type = 'service_unavailable_error' as const;
 }

@@ -2,10 +2,12 @@ import { type OpenAIErrorType, SluiceError } from './base.js';
 
 /** Failures of an upstream attempt before its response started: candidates for failover. */
 
+/** The worker refused the connection, or it broke before any answer. */
 export class UpstreamConnectError extends SluiceError {
   readonly code = 'upstream_connect_error';
   readonly retryable = true;
   override readonly status = 502;
+  override readonly type = 'server_error' as const;
   constructor(
     readonly workerId: string,
     detail: string,
@@ -16,10 +18,12 @@ export class UpstreamConnectError extends SluiceError {
   }
 }
 
+/** The worker sent no response headers within `timeouts.headersMs`. */
 export class UpstreamHeadersTimeout extends SluiceError {
   readonly code = 'upstream_headers_timeout';
   readonly retryable = true;
   override readonly status = 504;
+  override readonly type = 'server_error' as const;
   constructor(
     readonly workerId: string,
     readonly ms: number,
@@ -124,6 +128,7 @@ export class UpstreamAuthRejected extends SluiceError {
   /** Another worker may hold the right key. */
   readonly retryable = true;
   override readonly status = 502;
+  override readonly type = 'server_error' as const;
   constructor(
     readonly workerId: string,
     readonly upstreamStatus: number,
@@ -145,6 +150,7 @@ export class UpstreamUnexpectedStatus extends SluiceError {
   readonly code = 'upstream_unexpected_status';
   readonly retryable = true;
   override readonly status = 502;
+  override readonly type = 'server_error' as const;
   constructor(
     readonly workerId: string,
     readonly upstreamStatus: number,
@@ -188,6 +194,7 @@ export class UpstreamBadResponse extends SluiceError {
   readonly code = 'upstream_bad_response';
   readonly retryable = true;
   override readonly status = 502;
+  override readonly type = 'server_error' as const;
   constructor(
     readonly workerId: string,
     detail: string,

@@ -2,10 +2,12 @@ import { SluiceError } from './base.js';
 
 /** Errors of admin calls fanned out to every engine of a model (STREAMS.md section 1). */
 
+/** An engine could not be reached for a utility call, answered it with an error, or does not support it. */
 export class UtilityCallFailed extends SluiceError {
   readonly code = 'utility_call_failed';
   readonly retryable = false;
   override readonly status = 502;
+  override readonly type = 'server_error' as const;
   constructor(
     readonly method: string,
     readonly callId: string,
@@ -15,10 +17,12 @@ export class UtilityCallFailed extends SluiceError {
   }
 }
 
+/** An engine's answer to a utility call does not decode. */
 export class UtilityResultDecode extends SluiceError {
   readonly code = 'utility_result_decode';
   readonly retryable = false;
   override readonly status = 502;
+  override readonly type = 'server_error' as const;
   constructor(
     readonly method: string,
     readonly callId: string,
@@ -28,10 +32,12 @@ export class UtilityResultDecode extends SluiceError {
   }
 }
 
+/** An engine did not answer a utility call in time. */
 export class UtilityCallClosed extends SluiceError {
   readonly code = 'utility_call_closed';
   readonly retryable = true;
   override readonly status = 504;
+  override readonly type = 'server_error' as const;
   constructor(
     readonly method: string,
     readonly callId: string,
@@ -41,10 +47,12 @@ export class UtilityCallClosed extends SluiceError {
   }
 }
 
+/** The engines of a model answered a utility call with different values. */
 export class InconsistentUtilityResults extends SluiceError {
   readonly code = 'inconsistent_utility_results';
   readonly retryable = false;
   override readonly status = 409;
+  override readonly type = 'server_error' as const;
   constructor(
     readonly method: string,
     readonly values: Record<string, unknown>,

@@ -22,7 +22,12 @@ const OVERLOADED_CODES = new Set(['no_worker_available', 'queue_full', 'queue_ti
 
 /** The Anthropic status of a sluice error: its own, except 529 for a gateway with no room. */
 export function anthropicStatus(error: SluiceError): number {
-  return OVERLOADED_CODES.has(error.code) ? 529 : error.status;
+  return anthropicStatusOf(error.code, error.status);
+}
+
+/** The Anthropic status of an error code and its OpenAI status (docs/ERRORS.md shows both). */
+export function anthropicStatusOf(code: string, status: number): number {
+  return OVERLOADED_CODES.has(code) ? 529 : status;
 }
 
 export function anthropicErrorType(status: number): AnthropicErrorType {

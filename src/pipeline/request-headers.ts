@@ -1,5 +1,6 @@
 import type { IncomingHttpHeaders } from 'node:http';
-import { InvalidRequest } from '../errors/http-errors.js';
+import { MalformedDataParallelRank } from '../errors/request-content-errors.js';
+import { InvalidValue } from '../errors/request-errors.js';
 
 /** A header's first value. */
 export function headerValue(headers: IncomingHttpHeaders, name: string): string | undefined {
@@ -13,11 +14,7 @@ export function parseRank(header: string | string[] | undefined): number | undef
   const raw = Array.isArray(header) ? header[0] : header;
   const rank = Number(raw);
   if (raw === undefined || raw.trim() === '' || !Number.isInteger(rank) || rank < 0) {
-    throw new InvalidRequest(
-      `X-Data-Parallel-Rank must be a non-negative integer, got '${raw}'.`,
-      'x-data-parallel-rank',
-      'invalid_data_parallel_rank',
-    );
+    throw new MalformedDataParallelRank(raw);
   }
   return rank;
 }
@@ -28,9 +25,5 @@ export function parseResumeHeader(header: string | string[] | undefined): boolea
   const value = (Array.isArray(header) ? header[0] : header)?.trim().toLowerCase();
   if (value === 'on' || value === 'true' || value === '1') return true;
   if (value === 'off' || value === 'false' || value === '0') return false;
-  throw new InvalidRequest(
-    `X-Sluice-Resume must be on or off, got '${value}'.`,
-    'x-sluice-resume',
-    'invalid_value',
-  );
+  throw new InvalidValue(`X-Sluice-Resume must be on or off, got '${value}'.`, 'x-sluice-resume');
 }

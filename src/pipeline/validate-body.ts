@@ -1,5 +1,5 @@
 import type { z } from 'zod';
-import { InvalidRequest } from '../errors/http-errors.js';
+import { InvalidBody, InvalidValue, MissingParameter } from '../errors/request-errors.js';
 
 /** `messages[0].content` from a zod path. */
 export function formatParam(path: readonly PropertyKey[]): string | null {
@@ -24,7 +24,7 @@ function valueAt(root: unknown, path: readonly PropertyKey[]): unknown {
 /** Parses a request body with `schema`, turning the first problem into an OpenAI-shaped 400. */
 export function validateBody<S extends z.ZodType>(schema: S, body: unknown): z.output<S> {
   if (typeof body !== 'object' || body === null || Array.isArray(body)) {
-    throw new InvalidRequest('The request body must be a JSON object.', null, 'invalid_body');
+    throw new InvalidBody('The request body must be a JSON object.');
   }
   const result = schema.safeParse(body);
   if (result.success) return result.data;
@@ -34,5 +34,5 @@ export function validateBody<S extends z.ZodType>(schema: S, body: unknown): z.o
   const message = missing
     ? `Missing required parameter: '${param}'.`
     : `Invalid value for '${param ?? 'body'}': ${issue.message}`;
-  throw new InvalidRequest(message, param, missing ? 'missing_required_parameter' : 'invalid_value');
+  throw missing ? new MissingParameter(message, param) : new InvalidValue(message, param);
 }

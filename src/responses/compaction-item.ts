@@ -1,4 +1,4 @@
-import { InvalidRequest } from '../errors/http-errors.js';
+import { InvalidCompactionItem } from '../errors/request-content-errors.js';
 
 /** The compaction item's content: what `POST /v1/responses/compact` makes and a later request reads back. */
 
@@ -16,11 +16,7 @@ export function encodeCompaction(summary: string): string {
 /** The summary a compaction item carries; a 400 when this gateway did not make it. */
 export function decodeCompaction(content: unknown): string {
   if (typeof content !== 'string' || !content.startsWith(CONTENT_PREFIX)) {
-    throw new InvalidRequest(
-      "A compaction item's encrypted_content was not made by this gateway's POST /v1/responses/compact and cannot be read.",
-      'input',
-      'invalid_compaction_item',
-    );
+    throw new InvalidCompactionItem();
   }
   return Buffer.from(content.slice(CONTENT_PREFIX.length), 'base64').toString('utf8');
 }

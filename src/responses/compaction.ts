@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import type { Engine } from '../dispatch/engine.js';
-import { InvalidRequest } from '../errors/http-errors.js';
+import { MissingParameter } from '../errors/request-errors.js';
 import { UpstreamBadResponse } from '../errors/upstream-errors.js';
 import type { Store } from '../storage/types.js';
 import type { Usage } from '../streams/chat-stream-tracker.js';
@@ -82,10 +82,9 @@ export async function compactConversation(
   const input = request.input == null ? [] : normaliseInput(request.input);
   const items: (InputItem | OutputItem)[] = [...context.history, ...input];
   if (items.length === 0) {
-    throw new InvalidRequest(
+    throw new MissingParameter(
       'There is nothing to compact: send input and/or previous_response_id.',
       'input',
-      'missing_required_parameter',
     );
   }
   await extractPdfTexts(call.pdf, items);

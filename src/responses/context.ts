@@ -1,4 +1,5 @@
-import { InvalidRequest, NotFound } from '../errors/http-errors.js';
+import { ConversationNotFound, PreviousResponseNotFound } from '../errors/not-found-errors.js';
+import { InvalidValue } from '../errors/request-errors.js';
 import type { Store, StoredResponse } from '../storage/types.js';
 import { type Caller, visibleTo } from './ownership.js';
 import { markMade } from './provenance.js';
@@ -36,28 +37,20 @@ export async function resolveContext(
   const conversation = request.conversation;
   const conversationId = typeof conversation === 'string' ? conversation : (conversation?.id ?? null);
   if (request.previous_response_id && conversationId) {
-    throw new InvalidRequest(
+    throw new InvalidValue(
       'previous_response_id and conversation cannot be used together.',
       'previous_response_id',
-      'invalid_value',
     );
   }
   if (request.previous_response_id) {
-    if (!store)
-      throw notFound(
-        'previous_response_not_found',
-        request.previous_response_id,
-        'response',
-        'previous_response_id',
-      );
+    if (!store) throw new PreviousResponseNotFound(request.previous_response_id);
     const chain: StoredResponse[] = [];
     let id: string | null = request.previous_response_id;
     while (id && chain.length < MAX_CHAIN) {
       const stored = await store.getResponse(id);
       const found = stored && visibleTo(stored.ownerKeyId, caller) ? stored : undefined;
       if (!found) {
-        if (chain.length === 0)
-          throw notFound('previous_response_not_found', id, 'response', 'previous_response_id');
+        if (chain.length === 0) throw new PreviousResponseNotFound(id);
         break; // an ancestor was deleted: the context starts after it
       }
       chain.push(found);
@@ -72,7 +65,7 @@ export async function resolveContext(
       store && owned && visibleTo(owned.ownerKeyId, caller)
         ? await store.allConversationItems(conversationId)
         : undefined;
-    if (!items) throw notFound('conversation_not_found', conversationId, 'conversation', 'conversation');
+    if (!items) throw new ConversationNotFound(conversationId, 'conversation');
     return {
       history: items.map((item) => JSON.parse(item.json) as InputItem),
       previousResponseId: null,
@@ -80,8 +73,4 @@ export async function resolveContext(
     };
   }
   return { history: [], previousResponseId: null, conversationId: null };
-}
-
-function notFound(code: string, id: string, what: string, param: string): NotFound {
-  return new NotFound(`No ${what} found with id '${id}'.`, code, param);
 }

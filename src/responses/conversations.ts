@@ -1,5 +1,7 @@
 import { z } from 'zod';
-import { InvalidRequest, NotFound, UnknownCursor } from '../errors/http-errors.js';
+import { ConversationItemNotFound, ConversationNotFound } from '../errors/not-found-errors.js';
+import { UnknownCursor } from '../errors/request-content-errors.js';
+import { StorageDisabled } from '../errors/storage-errors.js';
 import type { PageRequest, Store, StoredItem } from '../storage/types.js';
 import { newId } from './ids.js';
 import { normaliseInput } from './input-items.js';
@@ -39,8 +41,7 @@ export class ConversationsService {
   constructor(private readonly store: Store | undefined) {}
 
   private get backend(): Store {
-    if (!this.store)
-      throw new InvalidRequest('This gateway has no storage configured.', null, 'storage_disabled');
+    if (!this.store) throw new StorageDisabled('This gateway has no storage configured.');
     return this.store;
   }
 
@@ -119,20 +120,19 @@ export class ConversationsService {
   async getItem(id: string, itemId: string, caller: Caller): Promise<InputItem> {
     await this.get(id, caller);
     const item = await this.backend.getConversationItem(id, itemId);
-    if (!item)
-      throw new NotFound(`No item '${itemId}' in conversation '${id}'.`, 'item_not_found', 'item_id');
+    if (!item) throw new ConversationItemNotFound(id, itemId);
     return JSON.parse(item.json) as InputItem;
   }
 
   async deleteItem(id: string, itemId: string, caller: Caller): Promise<ConversationObject> {
     const conversation = await this.get(id, caller);
     if (!(await this.backend.deleteConversationItem(id, itemId))) {
-      throw new NotFound(`No item '${itemId}' in conversation '${id}'.`, 'item_not_found', 'item_id');
+      throw new ConversationItemNotFound(id, itemId);
     }
     return conversation;
   }
 }
 
-function notFound(id: string): NotFound {
-  return new NotFound(`No conversation found with id '${id}'.`, 'conversation_not_found', 'conversation_id');
+function notFound(id: string): ConversationNotFound {
+  return new ConversationNotFound(id, 'conversation_id');
 }

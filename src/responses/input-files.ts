@@ -1,4 +1,5 @@
-import { InvalidRequest } from '../errors/http-errors.js';
+import { UnsupportedFileReference, UnsupportedFileType } from '../errors/file-errors.js';
+import { InvalidValue, MissingParameter } from '../errors/request-errors.js';
 import type { PdfReader } from './pdf-reader.js';
 
 /** An `input_file` content part as a client sends it. */
@@ -127,8 +128,8 @@ function extensionOf(filename: string): string {
   return dot >= 0 ? base.slice(dot + 1) : base;
 }
 
-function unsupported(message: string, param: string): InvalidRequest {
-  return new InvalidRequest(message, param, 'unsupported_file_type');
+function unsupported(message: string, param: string): UnsupportedFileType {
+  return new UnsupportedFileType(message, param);
 }
 
 /**
@@ -140,24 +141,21 @@ function unsupported(message: string, param: string): InvalidRequest {
  */
 export function inputFileText(part: InputFilePart, param = 'input'): string {
   if (part.file_id) {
-    throw new InvalidRequest(
+    throw new UnsupportedFileReference(
       `input_file.file_id '${part.file_id.slice(0, 64)}' cannot be resolved: this gateway has no Files API. Send the file inline as file_data (a data URL such as data:text/plain;base64,...) with its filename.`,
       param,
-      'unsupported_file_reference',
     );
   }
   if (part.file_url) {
-    throw new InvalidRequest(
+    throw new UnsupportedFileReference(
       'input_file.file_url is not supported: this gateway does not fetch files. Send the file inline as file_data (a data URL such as data:text/plain;base64,...) with its filename.',
       param,
-      'unsupported_file_reference',
     );
   }
   if (typeof part.file_data !== 'string' || part.file_data.length === 0) {
-    throw new InvalidRequest(
+    throw new MissingParameter(
       'An input_file part needs file_data (a data URL such as data:text/plain;base64,...) and a filename.',
       param,
-      'missing_required_parameter',
     );
   }
   const filename = part.filename?.trim() || 'file';
@@ -185,11 +183,7 @@ export function inputFileText(part: InputFilePart, param = 'input'): string {
   try {
     bytes = base64 ? Buffer.from(payload, 'base64') : Buffer.from(decodeURIComponent(payload), 'utf8');
   } catch {
-    throw new InvalidRequest(
-      `The file_data of '${filename}' is not a valid data URL.`,
-      param,
-      'invalid_value',
-    );
+    throw new InvalidValue(`The file_data of '${filename}' is not a valid data URL.`, param);
   }
   let text: string;
   try {

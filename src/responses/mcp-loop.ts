@@ -6,5 +6,5 @@
 export { echoMcpTool } from './mcp/echo.js';
 export { McpTools } from './mcp/prepare.js';
 export { McpSession } from './mcp/session.js';
-export { type LoopHost, MCP_MAX_TURNS, McpTurnFailed } from './mcp/tool-loop.js';
+export { type LoopHost, MCP_MAX_TURNS } from './mcp/tool-loop.js';
 export type { McpSettings } from './mcp/types.js';

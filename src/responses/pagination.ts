@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { InvalidRequest, UnknownCursor } from '../errors/http-errors.js';
+import { UnknownCursor } from '../errors/request-content-errors.js';
+import { InvalidValue } from '../errors/request-errors.js';
 import type { PageRequest } from '../storage/types.js';
 
 export const pageQuerySchema = z.looseObject({
@@ -14,7 +15,7 @@ export function pageRequest(query: unknown): PageRequest {
   if (!result.success) {
     const issue = result.error.issues[0]!;
     const param = String(issue.path[0] ?? 'query');
-    throw new InvalidRequest(`Invalid value for '${param}': ${issue.message}`, param, 'invalid_value');
+    throw new InvalidValue(`Invalid value for '${param}': ${issue.message}`, param);
   }
   return { after: result.data.after, limit: result.data.limit ?? 20, order: result.data.order ?? 'desc' };
 }

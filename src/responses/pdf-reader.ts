@@ -1,8 +1,8 @@
 import { createHash } from 'node:crypto';
 import { Worker } from 'node:worker_threads';
 import { LRUCache } from 'lru-cache';
-import { FileParserBusy, FileTooComplex } from '../errors/file-errors.js';
-import { GatewayShuttingDown, InternalError, InvalidRequest } from '../errors/http-errors.js';
+import { FileParserBusy, FileTooComplex, InvalidFile, UnsupportedFileType } from '../errors/file-errors.js';
+import { GatewayShuttingDown, InternalError } from '../errors/http-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 
@@ -91,17 +91,12 @@ export class PdfReader {
       case 'text':
         return outcome.text;
       case 'empty':
-        throw new InvalidRequest(
+        throw new UnsupportedFileType(
           `The PDF '${filename}' holds no text (a scanned document?): only PDFs with a text layer are supported.`,
           param,
-          'unsupported_file_type',
         );
       case 'unreadable':
-        throw new InvalidRequest(
-          `The PDF '${filename}' could not be read: ${outcome.message}`,
-          param,
-          'invalid_file',
-        );
+        throw new InvalidFile(`The PDF '${filename}' could not be read: ${outcome.message}`, param);
       case 'too_complex':
         throw new FileTooComplex(
           filename,

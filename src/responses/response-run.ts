@@ -1,6 +1,7 @@
 import type { ResumableStream } from '../dispatch/resumable-stream.js';
 import { ClientDisconnected } from '../errors/http-errors.js';
-import { type StreamError, UpstreamLimitExceeded } from '../errors/stream-errors.js';
+import type { StreamError } from '../errors/stream-errors.js';
+import { UpstreamBodyTooLarge } from '../errors/upstream-limit-errors.js';
 import { ResponseBuilder, type TerminalKind } from './response-builder.js';
 import type { ResponseObject } from './types.js';
 
@@ -78,7 +79,7 @@ export class ResponseRun {
     if (limit && !this.overflowed && this.held > limit.bytes && this.settle) {
       // Nothing more is read: the stream ends as failed, and the closing events and terminal come after.
       this.overflowed = true;
-      this.stream?.fail(new UpstreamLimitExceeded(limit.requestId, 'body', limit.bytes));
+      this.stream?.fail(new UpstreamBodyTooLarge(limit.requestId, limit.bytes));
     }
   }
 

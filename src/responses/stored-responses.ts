@@ -1,4 +1,5 @@
-import { InvalidRequest, NotFound } from '../errors/http-errors.js';
+import { ResponseNotFound } from '../errors/not-found-errors.js';
+import { InvalidValue } from '../errors/request-errors.js';
 import type { Store, StoredResponse } from '../storage/types.js';
 import { type BackgroundRuns, PROGRESS_INTERVAL_MS } from './background-runs.js';
 import type { OrphanSweeper } from './orphan-sweeper.js';
@@ -20,8 +21,7 @@ export class StoredResponses {
   /** A stored response the caller may see (404 otherwise). */
   async retrieve(id: string, caller: Caller): Promise<StoredResponse> {
     const stored = this.store ? await this.store.getResponse(id) : undefined;
-    if (!stored || !visibleTo(stored.ownerKeyId, caller))
-      throw new NotFound(`No response found with id '${id}'.`, 'response_not_found', 'response_id');
+    if (!stored || !visibleTo(stored.ownerKeyId, caller)) throw new ResponseNotFound(id);
     return stored;
   }
 
@@ -29,8 +29,7 @@ export class StoredResponses {
     await this.retrieve(id, caller);
     this.background?.liveRun(id)?.cancel();
     const deleted = this.store ? await this.store.deleteResponse(id) : false;
-    if (!deleted)
-      throw new NotFound(`No response found with id '${id}'.`, 'response_not_found', 'response_id');
+    if (!deleted) throw new ResponseNotFound(id);
   }
 
   /** Cancels a background response; returns its object once the cancellation is stored. */
@@ -38,7 +37,7 @@ export class StoredResponses {
     const stored = await this.retrieve(id, caller);
     const object = JSON.parse(stored.json) as ResponseObject;
     if (!object.background) {
-      throw new InvalidRequest('Only background responses can be cancelled.', 'response_id', 'invalid_value');
+      throw new InvalidValue('Only background responses can be cancelled.', 'response_id');
     }
     if (!isUnfinished(stored.status)) return stored.json;
     await this.store!.requestCancel(id);

@@ -3,7 +3,8 @@ import { mcpSettingsSchema } from '../config/schema.js';
 import type { DispatchRequest } from '../dispatch/dispatcher.js';
 import type { Engine } from '../dispatch/engine.js';
 import type { ResumableStream, ResumePlan } from '../dispatch/resumable-stream.js';
-import { InvalidRequest, UnmatchedCallOutput } from '../errors/http-errors.js';
+import { UnmatchedCallOutput } from '../errors/request-content-errors.js';
+import { InvalidValue } from '../errors/request-errors.js';
 import type { RequestTrace } from '../observability/tracing.js';
 import type { Store } from '../storage/types.js';
 import { type ResolvedContext, resolveContext } from './context.js';
@@ -71,14 +72,10 @@ export class ResponseTranslator {
     engine.assertOutputTokens(request.model, 'max_output_tokens', request.max_output_tokens);
     const store = request.store !== false;
     if (request.background && !store) {
-      throw new InvalidRequest('Background responses need store=true.', 'background', 'invalid_value');
+      throw new InvalidValue('Background responses need store=true.', 'background');
     }
     if (store && !this.stored)
-      throw new InvalidRequest(
-        'This gateway has no storage configured; send store=false.',
-        'store',
-        'invalid_value',
-      );
+      throw new InvalidValue('This gateway has no storage configured; send store=false.', 'store');
     const context = call.context ?? (await resolveContext(this.history, request, call.caller));
     const input = normaliseInput(request.input);
     assertOutputsAnswerCalls(context.history, input);

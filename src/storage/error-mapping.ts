@@ -1,18 +1,12 @@
-import { StoreError } from '../errors/storage-errors.js';
+import { StoreError, type StoreErrorCode, StoreFailure, StoreUnavailable } from '../errors/storage-errors.js';
+
+export type { StoreErrorCode } from '../errors/storage-errors.js';
 
 /**
  * Turns driver errors into StoreErrors with stable codes. The message names the operation only:
  * a StoreError's message reaches API clients, and driver messages can quote SQL or values. The
  * driver error stays available as `cause` for the logs.
  */
-export type StoreErrorCode =
-  | 'store_duplicate'
-  | 'store_unavailable'
-  | 'store_read_only'
-  | 'store_full'
-  | 'store_io_error'
-  | 'store_schema_conflict'
-  | 'store_error';
 
 const MESSAGES: Record<StoreErrorCode, string> = {
   store_duplicate: 'an object with this id already exists',
@@ -24,13 +18,12 @@ const MESSAGES: Record<StoreErrorCode, string> = {
   store_error: 'the storage backend failed',
 };
 
-/** Only these are worth retrying: the backend may come back (a lock is released, a server restarts). */
-const RETRYABLE = new Set<StoreErrorCode>(['store_unavailable']);
-
+/** Only `store_unavailable` is worth retrying: the backend may come back (a lock released, a restart). */
 export function storeError(operation: string, code: StoreErrorCode, cause?: unknown): StoreError {
-  return new StoreError(`Storage ${operation}: ${MESSAGES[code]}.`, code, RETRYABLE.has(code), {
-    cause,
-  });
+  const message = `Storage ${operation}: ${MESSAGES[code]}.`;
+  return code === 'store_unavailable'
+    ? new StoreUnavailable(message, { cause })
+    : new StoreFailure(message, code, { cause });
 }
 
 export function fromSqliteError(operation: string, err: unknown): StoreError {

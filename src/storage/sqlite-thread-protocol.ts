@@ -1,4 +1,10 @@
-import { ConversationGone, StoreError } from '../errors/storage-errors.js';
+import {
+  ConversationGone,
+  isStoreFailureCode,
+  type StoreError,
+  StoreFailure,
+  StoreUnavailable,
+} from '../errors/storage-errors.js';
 import type { SqliteStoreOptions } from './sqlite-store.js';
 
 /**
@@ -28,7 +34,6 @@ export type SqliteReply =
 export interface WireStoreError {
   message: string;
   code: string;
-  retryable: boolean;
   cause?: { message: string; code?: string | undefined } | undefined;
   /** A ConversationGone's conversation, so the error is re-made as that class on this side. */
   conversationId?: string | undefined;
@@ -42,7 +47,6 @@ export function toWire(err: StoreError): WireStoreError {
   return {
     message: err.message,
     code: err.code,
-    retryable: err.retryable,
     cause: cause && { message: cause.message, code: (cause as { code?: string }).code },
     conversationId: err instanceof ConversationGone ? err.conversationId : undefined,
   };
@@ -51,5 +55,6 @@ export function toWire(err: StoreError): WireStoreError {
 export function fromWire(wire: WireStoreError): StoreError {
   if (wire.conversationId !== undefined) return new ConversationGone(wire.conversationId);
   const cause = wire.cause && Object.assign(new Error(wire.cause.message), { code: wire.cause.code });
-  return new StoreError(wire.message, wire.code, wire.retryable, { cause });
+  if (wire.code === 'store_unavailable') return new StoreUnavailable(wire.message, { cause });
+  return new StoreFailure(wire.message, isStoreFailureCode(wire.code) ? wire.code : 'store_error', { cause });
 }

@@ -3,9 +3,9 @@ import {
   StreamDeadlineExceeded,
   type StreamError,
   StreamIdleTimeout,
-  UpstreamLimitExceeded,
   UpstreamReadError,
 } from '../errors/stream-errors.js';
+import { UpstreamEventTooLarge, UpstreamPreambleTooLarge } from '../errors/upstream-limit-errors.js';
 import { ChatStreamTracker, type EventVerdict, type ParsedChunk } from './chat-stream-tracker.js';
 import { DEFAULT_MAX_EVENT_BYTES, parseSseText, plainEventData, SseSplitter } from './sse-splitter.js';
 
@@ -208,7 +208,7 @@ export class EngineStream {
     let failed = this.readFailed as StreamError | undefined;
     let forwardEnd = this.readForwardEnd;
     if (!failed && this.splitter.overflowed) {
-      failed = new UpstreamLimitExceeded(this.options.requestId, 'event', this.splitter.maxEventBytes);
+      failed = new UpstreamEventTooLarge(this.options.requestId, this.splitter.maxEventBytes);
     }
     // Only progress restarts the idle clock: an engine sending keep-alives alone is stalled.
     if (this.readProgress) {
@@ -225,7 +225,7 @@ export class EngineStream {
       else {
         this.prefaceBytes += forwardEnd;
         if (!failed && this.prefaceBytes > this.maxPrefaceBytes) {
-          failed = new UpstreamLimitExceeded(this.options.requestId, 'preamble', this.maxPrefaceBytes);
+          failed = new UpstreamPreambleTooLarge(this.options.requestId, this.maxPrefaceBytes);
           forwardEnd = 0;
         }
       }

@@ -1,4 +1,5 @@
-import { DuplicateRequestId, type StreamError } from '../errors/stream-errors.js';
+import { DuplicateRequestId } from '../errors/conflict-errors.js';
+import type { StreamError } from '../errors/stream-errors.js';
 
 export interface InFlightRequest {
   readonly requestId: string;

@@ -1,5 +1,6 @@
 import type { SluiceConfig, WorkerConfig } from '../config/schema.js';
-import { Conflict, NotFound } from '../errors/http-errors.js';
+import { WorkerExists } from '../errors/conflict-errors.js';
+import { WorkerNotFound } from '../errors/not-found-errors.js';
 import type { CircuitState } from './circuit-breaker.js';
 import { Worker, type WorkerSnapshot, workerIdFromUrl } from './worker.js';
 
@@ -28,8 +29,7 @@ export class WorkerRegistry {
 
   add(workerConfig: WorkerConfig, source: WorkerSnapshot['source']): Worker {
     const id = workerConfig.id ?? workerIdFromUrl(workerConfig.url);
-    if (this.workers.has(id))
-      throw new Conflict(`A worker with id '${id}' is already registered.`, 'worker_exists');
+    if (this.workers.has(id)) throw new WorkerExists(id);
     const worker = new Worker(
       workerConfig,
       this.config.workerDefaults,
@@ -52,7 +52,7 @@ export class WorkerRegistry {
   /** Unregisters a worker: it gets no new requests; those in flight run to their end. */
   remove(id: string): Worker {
     const worker = this.workers.get(id);
-    if (!worker) throw new NotFound(`No worker with id '${id}'.`, 'worker_not_found');
+    if (!worker) throw new WorkerNotFound(id);
     this.workers.delete(id);
     this.publicIds.delete(worker.url);
     this.reindex();

@@ -1,6 +1,6 @@
 import { Pool } from 'undici';
 import type { WorkerConfig, WorkerLimits } from '../config/schema.js';
-import { InvalidDataParallelRank } from '../errors/stream-errors.js';
+import { InvalidDataParallelRank } from '../errors/request-content-errors.js';
 import { CircuitBreaker, type CircuitBreakerOptions, type CircuitState } from './circuit-breaker.js';
 import { ConcurrencyLimiter } from './concurrency-limiter.js';
 

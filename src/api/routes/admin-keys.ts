@@ -1,6 +1,8 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
 import type { CreateKeyInput, KeyRecord } from '../../auth/index.js';
-import { InvalidRequest, NotFound } from '../../errors/http-errors.js';
+import { ApiKeyNotFound } from '../../errors/not-found-errors.js';
+import { InvalidBody } from '../../errors/request-errors.js';
+import { StorageDisabled } from '../../errors/storage-errors.js';
 import type { GatewayContext } from '../context.js';
 
 type IdRequest = FastifyRequest<{ Params: { id: string } }>;
@@ -26,24 +28,20 @@ function keyObject(record: KeyRecord) {
 export function adminKeyRoutes(ctx: GatewayContext) {
   const service = () => {
     if (!ctx.access.keys) {
-      throw new InvalidRequest(
-        'API keys need storage; this gateway runs with storage.kind none.',
-        null,
-        'storage_disabled',
-      );
+      throw new StorageDisabled('API keys need storage; this gateway runs with storage.kind none.');
     }
     return ctx.access.keys;
   };
   const found = async (id: string) => {
     const record = await service().get(id);
-    if (!record) throw new NotFound(`No API key with id '${id}'.`, 'key_not_found', 'id');
+    if (!record) throw new ApiKeyNotFound(id);
     return record;
   };
   return async (app: FastifyInstance): Promise<void> => {
     app.post('/admin/keys', async (request, reply) => {
       const body = (request.body ?? {}) as Record<string, unknown>;
       if (typeof body !== 'object' || Array.isArray(body)) {
-        throw new InvalidRequest('The request body must be a JSON object.', null, 'invalid_body');
+        throw new InvalidBody('The request body must be a JSON object.');
       }
       const { budget_tokens: budgetTokens, ...rest } = body;
       // KeyService.create validates its input (a 400 naming the field); the wire name is budget_tokens.
@@ -68,7 +66,7 @@ export function adminKeyRoutes(ctx: GatewayContext) {
     });
     app.delete('/admin/keys/:id', async (request: IdRequest) => {
       if (!(await service().delete(request.params.id))) {
-        throw new NotFound(`No API key with id '${request.params.id}'.`, 'key_not_found', 'id');
+        throw new ApiKeyNotFound(request.params.id);
       }
       await ctx.access.refresh();
       return { id: request.params.id, object: 'api_key.deleted', deleted: true };

@@ -1,6 +1,6 @@
 import type { FastifyInstance, FastifyReply, FastifyRequest } from 'fastify';
 import { fanOut, UTILITY_METHODS, type UtilityMethod } from '../../dispatch/utility-calls.js';
-import { ModelNotFound } from '../../errors/http-errors.js';
+import { ModelNotFound } from '../../errors/not-found-errors.js';
 import type { GatewayContext } from '../context.js';
 
 /**

@@ -1,6 +1,6 @@
 import type { FastifyInstance } from 'fastify';
 import { workerSchema } from '../../config/schema.js';
-import { NotFound } from '../../errors/http-errors.js';
+import { WorkerNotFound } from '../../errors/not-found-errors.js';
 import { ClientClosed } from '../../errors/stream-errors.js';
 import { validateBody } from '../../pipeline/validate-body.js';
 import type { GatewayContext } from '../context.js';
@@ -15,7 +15,7 @@ export function adminWorkerRoutes(ctx: GatewayContext) {
 
     app.get<{ Params: { id: string } }>('/admin/workers/:id', async (request) => {
       const worker = ctx.registry.get(request.params.id);
-      if (!worker) throw new NotFound(`No worker with id '${request.params.id}'.`, 'worker_not_found');
+      if (!worker) throw new WorkerNotFound(request.params.id);
       return worker.snapshot();
     });
 

@@ -1,5 +1,5 @@
 import type { FastifyInstance, FastifyRequest } from 'fastify';
-import { InvalidRequest } from '../../errors/http-errors.js';
+import { InvalidValue } from '../../errors/request-errors.js';
 import { abortWhenClientLeaves } from '../../pipeline/client-watch.js';
 import type { ApiHandler, ApiReply } from '../../pipeline/exchange.js';
 import { SSE_HEADERS } from '../../pipeline/relay.js';
@@ -45,10 +45,9 @@ function parseStartingAfter(raw: unknown): number {
   if (raw === undefined) return -1;
   const value = typeof raw === 'string' && raw.trim() !== '' ? Number(raw) : Number.NaN;
   if (!Number.isSafeInteger(value) || value < -1) {
-    throw new InvalidRequest(
+    throw new InvalidValue(
       `Invalid value for 'starting_after': expected an event sequence number (an integer), got '${String(raw).slice(0, 64)}'.`,
       'starting_after',
-      'invalid_value',
     );
   }
   return value;

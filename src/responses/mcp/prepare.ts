@@ -1,6 +1,6 @@
 import { LRUCache } from 'lru-cache';
-import { InvalidRequest } from '../../errors/http-errors.js';
-import { TooManyMcpServers } from '../../errors/mcp-errors.js';
+import { McpServerNotAllowed, TooManyMcpServers } from '../../errors/mcp-errors.js';
+import { InvalidValue } from '../../errors/request-errors.js';
 import { McpAllowlist } from '../../mcp/allowlist.js';
 import { McpToolCache } from '../../mcp/tool-cache.js';
 import type { Logger } from '../../observability/logger.js';
@@ -51,10 +51,9 @@ export class McpTools {
     const answers = input.filter((item) => item.type === 'mcp_approval_response');
     if (defs.length === 0) {
       if (answers.length > 0)
-        throw new InvalidRequest(
+        throw new InvalidValue(
           'An mcp_approval_response needs the mcp tool of its server in `tools`.',
           'input',
-          'invalid_value',
         );
       return undefined;
     }
@@ -63,18 +62,9 @@ export class McpTools {
     const labels = new Set<string>();
     for (const def of defs) {
       if (labels.has(def.server_label))
-        throw new InvalidRequest(
-          `Two mcp tools have the server_label '${def.server_label}'.`,
-          'tools',
-          'invalid_value',
-        );
+        throw new InvalidValue(`Two mcp tools have the server_label '${def.server_label}'.`, 'tools');
       labels.add(def.server_label);
-      if (!this.allowlist.allows(def.server_url))
-        throw new InvalidRequest(
-          `The MCP server URL of '${def.server_label}' is not allowed: it is not listed in the gateway's mcp.allowedServers setting (SLUICE_MCP_ALLOWED_SERVERS).`,
-          'tools',
-          'mcp_server_not_allowed',
-        );
+      if (!this.allowlist.allows(def.server_url)) throw new McpServerNotAllowed(def.server_label);
     }
     const concurrency = this.settings.connectConcurrency;
     // Every address first: a refused one fails the request before any server is contacted.

@@ -2,6 +2,7 @@ import type { DispatchRequest, OpenedStream } from '../../dispatch/dispatcher.js
 import type { ResumableStream } from '../../dispatch/resumable-stream.js';
 import { isSluiceError } from '../../errors/base.js';
 import { ClientDisconnected } from '../../errors/http-errors.js';
+import { McpTurnFailed } from '../../errors/mcp-errors.js';
 import { StreamError } from '../../errors/stream-errors.js';
 import type { McpConnection } from '../../mcp/connection.js';
 import { markMade } from '../provenance.js';
@@ -162,18 +163,6 @@ function haltEnd(run: ResponseRun): RunEnd {
   if (run.haltSignal.reason === 'cancelled') return { kind: 'cancelled' };
   const error = new ClientDisconnected();
   return { kind: 'failed', code: error.code, message: error.message, error };
-}
-
-/** A later turn could not be opened (after the stream started): the response fails, counted once. */
-export class McpTurnFailed extends StreamError {
-  readonly retryable = false;
-  readonly reason = 'gateway_error' as const;
-  constructor(
-    readonly code: string,
-    message: string,
-  ) {
-    super(message);
-  }
 }
 
 function failedEnd(err: unknown): RunEnd {
