@@ -200,7 +200,10 @@ describe('keep-alives are not progress', () => {
     const res = await post(`${url}/v1/chat/completions`, chat({ stream: true }));
     expect(res.status).toBe(504);
     expect((res.json() as { error: { code: string } }).error.code).toBe('stream_idle_timeout');
-    await eventually(() => engine!.stats.aborted === 2 && engine!.stats.open === 0);
+    // A route that did not answer in time is not tried again for the request (issue 31: another
+    // worker or the next model would be; this is the only one): one attempt, let go.
+    await eventually(() => engine!.stats.aborted === 1 && engine!.stats.open === 0);
+    expect(engine!.stats.requests).toBe(1);
   });
 });
 

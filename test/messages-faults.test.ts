@@ -402,6 +402,7 @@ describe('the Messages stream encoder on the pipeline relay, on its own', () => 
       sink: undefined as EngineStreamSink | undefined,
       abandoned: 0,
       worker: 'w-fake',
+      models: ['m'],
       usage: { prompt_tokens: 2, completion_tokens: 1, total_tokens: 3 },
       finishReason: 'stop',
       attach(sink: EngineStreamSink) {

@@ -20,6 +20,8 @@ const samplingShape = {
   frequency_penalty: optionalNullable(z.number().min(-2).max(2)),
   seed: optionalNullable(z.number().int()),
   user: optionalNullable(z.string()),
+  /** The gateway's own: models to answer when `model` cannot (README "Fallbacks"); never sent to an engine. */
+  fallbacks: optionalNullable(z.array(z.string().min(1)).max(8)),
 };
 
 const contentPartSchema = z.looseObject({ type: z.string().min(1) });

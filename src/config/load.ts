@@ -49,6 +49,7 @@ const ENV_PATHS: Record<
   SLUICE_WORKERS: { path: ['workers'], kind: 'list' },
   SLUICE_HEADERS_TIMEOUT_MS: { path: ['timeouts', 'headersMs'], kind: 'number' },
   SLUICE_IDLE_TIMEOUT_MS: { path: ['timeouts', 'idleMs'], kind: 'number' },
+  SLUICE_FIRST_TOKEN_TIMEOUT_MS: { path: ['timeouts', 'firstTokenMs'], kind: 'number' },
   SLUICE_DEADLINE_MS: { path: ['timeouts', 'deadlineMs'], kind: 'number' },
   SLUICE_MAX_EVENT_BYTES: { path: ['limits', 'maxEventBytes'], kind: 'number' },
   SLUICE_MAX_PREFACE_BYTES: { path: ['limits', 'maxPrefaceBytes'], kind: 'number' },

@@ -6,6 +6,8 @@ interface Resolved {
   timeouts: Timeouts;
   resume: ResumeSettings;
   maxOutputTokens: number;
+  fallbacks: readonly string[];
+  continuation: boolean;
 }
 
 /** Settings that a model's entry under `models:` may override, resolved once per model. */
@@ -24,6 +26,8 @@ export class ModelSettings {
         timeouts: { ...this.config.timeouts },
         resume: { ...this.config.resume },
         maxOutputTokens: this.config.limits.maxOutputTokens,
+        fallbacks: [],
+        continuation: true,
       };
       return this.defaults;
     }
@@ -35,6 +39,8 @@ export class ModelSettings {
         timeouts: { ...this.config.timeouts, ...own?.timeouts },
         resume: { ...this.config.resume, ...own?.resume },
         maxOutputTokens: own?.maxOutputTokens ?? this.config.limits.maxOutputTokens,
+        fallbacks: own?.fallbacks ?? [],
+        continuation: own?.continuation ?? true,
       };
       this.cache.set(model, settings);
     }
@@ -56,5 +62,15 @@ export class ModelSettings {
   /** The configured bound of a request's output tokens (`models.<m>.maxOutputTokens`, else `limits.maxOutputTokens`). */
   maxOutputTokens(model: string): number {
     return this.resolve(model).maxOutputTokens;
+  }
+
+  /** The models that answer when this one cannot, in order (`models.<m>.fallbacks`). */
+  fallbacks(model: string): readonly string[] {
+    return this.resolve(model).fallbacks;
+  }
+
+  /** Whether the model accepts an assistant prefill, to continue another model's cut stream. */
+  continuation(model: string): boolean {
+    return this.resolve(model).continuation;
   }
 }

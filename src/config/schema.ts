@@ -40,11 +40,19 @@ const origin = z
   .transform((value) => new URL(value).origin);
 
 const timeoutsShape = {
-  /** Time to the upstream response headers (the engine accepted the request). */
+  /**
+   * Time to the upstream response headers (the engine accepted the request). A route that does
+   * not answer within it is not tried again for the request: another worker or the next model is.
+   */
   headersMs: positiveInt,
+  /**
+   * A stream's time from its headers to its first output (default: `idleMs`): a route silent
+   * that long is left as above.
+   */
+  firstTokenMs: positiveInt.optional(),
   /** Longest silence between two output events of a stream. */
   idleMs: positiveInt,
-  /** Longest a whole request may take, first byte to terminal event. */
+  /** The one budget of a whole request, its fallbacks included: past it, it ends typed. */
   deadlineMs: positiveInt,
 };
 
@@ -127,6 +135,18 @@ export const modelSchema = z.strictObject({
   maxOutputTokens: positiveInt.optional(),
   timeouts: modelTimeoutsSchema.optional(),
   resume: z.strictObject(resumeShape).partial().optional(),
+  /**
+   * The models that answer, in order, when this one cannot (README "Fallbacks"): retries
+   * exhausted on 429/5xx/connect errors/resets/timeouts, a context window exceeded, a circuit
+   * open on every worker, or a stream cut that no worker of this model can resume.
+   */
+  fallbacks: z.array(z.string().min(1)).max(8).optional(),
+  /**
+   * Whether this model accepts an assistant prefill (`continue_final_message`): a stream cut on
+   * another model may be continued on this one from the text so far. Off for models whose chat
+   * template rejects it.
+   */
+  continuation: z.boolean().optional(),
 });
 
 export const filesSchema = z.strictObject({
@@ -237,11 +257,21 @@ export const configSchema = z.strictObject({
       maxAttempts: positiveInt.default(3),
       backoffMs: nonNegativeInt.default(25),
       maxBackoffMs: nonNegativeInt.default(1_000),
+      /**
+       * The longest Retry-After of an engine's 429/503 that is waited before trying that route
+       * again; past it the request moves to its next model at once (or ends with the 429/503).
+       */
+      maxRetryAfterMs: nonNegativeInt.default(10_000),
     })
     .prefault({}),
   timeouts: timeoutsSchema
     .partial()
-    .transform((t) => ({ headersMs: 60_000, idleMs: 60_000, deadlineMs: 30 * 60_000, ...t }))
+    .transform((t) => ({
+      headersMs: 30_000,
+      idleMs: 60_000,
+      deadlineMs: 30 * 60_000,
+      ...t,
+    }))
     .prefault({}),
   /**
    * Bounds on what the gateway holds of an engine's answer. Past one, the request fails with a

@@ -5,8 +5,13 @@ import { isSluiceError, type SluiceError } from '../errors/base.js';
 import { ClientDisconnected, NoWorkerAvailable, QueueFull } from '../errors/http-errors.js';
 import { ModelNotFound } from '../errors/not-found-errors.js';
 import { InvalidDataParallelRank, MaxTokensTooLarge } from '../errors/request-content-errors.js';
-import { StreamDeadlineExceeded } from '../errors/stream-errors.js';
-import { UpstreamBadResponse, upstreamStatusError } from '../errors/upstream-errors.js';
+import { StreamDeadlineExceeded, StreamIdleTimeout } from '../errors/stream-errors.js';
+import {
+  UpstreamBadResponse,
+  UpstreamHeadersTimeout,
+  UpstreamHttpError,
+  upstreamStatusError,
+} from '../errors/upstream-errors.js';
 import { UpstreamBodyTooLarge } from '../errors/upstream-limit-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
@@ -20,7 +25,7 @@ import type { WorkerRegistry } from '../workers/registry.js';
 import type { Worker } from '../workers/worker.js';
 import { Attempt } from './attempt.js';
 import { classifyRequestError, isUnreachable, outcomeOf } from './classify-upstream-error.js';
-import { continuationBody } from './continuation.js';
+import { FallbackChain } from './fallback-chain.js';
 import { BodyTooLarge, failedFinishOf, readBounded, readLimited } from './read-body.js';
 import type { Router } from './router.js';
 import type { CompletedResponse, DispatchRequest, OpenedStream, ResumePlan } from './types.js';
@@ -48,11 +53,25 @@ export class Dispatcher {
     private readonly health: HealthChecker,
     private readonly metrics: GatewayMetrics,
     private readonly log: Logger,
-  ) {}
+  ) {
+    this.chain = new FallbackChain(this, settings, metrics, log, config.limits.maxBodyBytes);
+  }
+
+  /** A request's models in order (its own, then its fallbacks), and continuing a cut stream on them. */
+  private readonly chain: FallbackChain;
+
+  knowsModel(model: string): boolean {
+    return this.registry.knowsModel(model);
+  }
 
   /** Throws ModelNotFound when no worker serves `model`. */
   assertModel(model: string): void {
     if (!this.registry.knowsModel(model)) throw new ModelNotFound(model);
+  }
+
+  /** A healthy worker of the model, for a utility call that needs one (none: undefined). */
+  healthyWorker(model: string): Worker | undefined {
+    return this.registry.forModel(model).find((w) => w.healthy);
   }
 
   /**
@@ -60,11 +79,6 @@ export class Dispatcher {
    * (`models.<m>.maxOutputTokens`, else `limits.maxOutputTokens`), lowered to the largest
    * `max_model_len` its workers report, when they report one (no worker could honour more).
    */
-  /** A healthy worker of the model, for a utility call that needs one (none: undefined). */
-  healthyWorker(model: string): Worker | undefined {
-    return this.registry.forModel(model).find((w) => w.healthy);
-  }
-
   outputTokenLimit(model: string): number {
     let limit = this.settings.maxOutputTokens(model);
     let engine = 0;
@@ -81,16 +95,40 @@ export class Dispatcher {
     if (requested > limit) throw new MaxTokensTooLarge(param, requested, limit);
   }
 
-  /** Opens a stream that has produced its first output chunk. */
+  /**
+   * Opens a stream that has produced its first output chunk: on the request's model, or on its
+   * fallbacks when the model cannot answer (FallbackChain).
+   */
   openStream(req: DispatchRequest): Promise<OpenedStream> {
+    return this.chain.run(req, this.openOne);
+  }
+
+  /** Sends a non-streaming request and reads its whole JSON answer, falling back as openStream does. */
+  complete(req: DispatchRequest): Promise<CompletedResponse> {
+    return this.chain.run(req, this.completeOne);
+  }
+
+  openOnModel(req: DispatchRequest): Promise<OpenedStream> {
+    return this.openOne(req);
+  }
+
+  completeOnModel(req: DispatchRequest): Promise<CompletedResponse> {
+    return this.completeOne(req);
+  }
+
+  /** Opens a stream on the request's own model (its retries included). */
+  private readonly openOne = (req: DispatchRequest): Promise<OpenedStream> => {
     const timeouts = this.settings.timeouts(req.model);
     const itl = this.metrics.folded(this.metrics.interTokenLatency, req.api, req.model);
     return this.withRetries(req, async (attempt) => {
-      const response = await this.send(req, attempt, timeouts.headersMs);
+      // Within the request's one budget: a route that would outlast it is not waited for.
+      const headersMs = Math.max(1, Math.min(timeouts.headersMs, this.deadlineOf(req) - performance.now()));
+      const response = await this.send(req, attempt, headersMs);
       const stream = new EngineStream(response.body, {
         requestId: attempt.requestId,
         idleMs: timeouts.idleMs,
-        deadlineMs: timeouts.deadlineMs - (performance.now() - req.receivedAt),
+        firstTokenMs: timeouts.firstTokenMs,
+        deadlineMs: this.deadlineOf(req) - performance.now(),
         totalDeadlineMs: timeouts.deadlineMs,
         maxEventBytes: this.config.limits.maxEventBytes,
         maxPrefaceBytes: this.config.limits.maxPrefaceBytes,
@@ -110,46 +148,26 @@ export class Dispatcher {
       attempt.span?.firstToken();
       return { attempt, stream, sink, timeouts };
     });
-  }
+  };
 
   /**
-   * How a stream of `req` may be resumed mid-stream, or undefined when resume is off for it:
-   * the model's `resume` setting, overridden either way by the request's `X-Sluice-Resume`.
+   * How a stream of `req` may be continued after a cut mid-stream (FallbackChain.resumePlan), or
+   * undefined when it may not.
    */
   resumePlan(
     req: DispatchRequest,
     body: Record<string, unknown>,
     override: boolean | undefined,
   ): ResumePlan | undefined {
-    const settings = this.settings.resume(req.model);
-    if (!(override ?? settings.enabled)) return undefined;
-    const resumes = this.metrics.streamResumes;
-    const model = this.metrics.modelLabel(req.model);
-    return {
-      maxAttempts: settings.maxAttempts,
-      maxTextLength: this.config.limits.maxBodyBytes,
-      requestId: req.requestId,
-      log: this.log,
-      count: (outcome) => resumes.inc({ model, outcome }),
-      open: (continuation) => {
-        const next = continuationBody(req.api, body, continuation);
-        if (!next) return Promise.reject(new NoWorkerAvailable(req.model, 1, 'no continuation can be built'));
-        return this.openStream({
-          ...req,
-          payload: JSON.stringify(next),
-          requestId: `${req.requestId}-resume${continuation.number}`,
-          exclude: continuation.exclude,
-        });
-      },
-    };
+    return this.chain.resumePlan(req, body, override);
   }
 
-  /** Sends a non-streaming request and reads its whole JSON answer. */
-  complete(req: DispatchRequest): Promise<CompletedResponse> {
+  /** Sends a non-streaming request on the request's own model and reads its whole JSON answer. */
+  private readonly completeOne = (req: DispatchRequest): Promise<CompletedResponse> => {
     const timeouts = this.settings.timeouts(req.model);
     return this.withRetries(req, async (attempt) => {
       // A non-streaming engine answers its headers only when generation is done: the deadline bounds it.
-      const remaining = Math.max(1, timeouts.deadlineMs - (performance.now() - req.receivedAt));
+      const remaining = Math.max(1, this.deadlineOf(req) - performance.now());
       const deadline = setTimeout(
         () => attempt.controller.abort(new StreamDeadlineExceeded(attempt.requestId, timeouts.deadlineMs)),
         remaining,
@@ -194,7 +212,7 @@ export class Dispatcher {
         clearTimeout(deadline);
       }
     });
-  }
+  };
 
   private async withRetries<T extends { attempt: Attempt }>(
     req: DispatchRequest,
@@ -202,13 +220,18 @@ export class Dispatcher {
   ): Promise<T> {
     this.assertModel(req.model);
     const { maxAttempts, backoffMs, maxBackoffMs } = this.config.retry;
-    const deadlineAt = req.receivedAt + this.settings.timeouts(req.model).deadlineMs;
+    const deadlineAt = this.deadlineOf(req);
     /** Workers that failed this request's earlier attempts (made at the first failure). */
     let tried: Set<string> | undefined;
+    /** Workers that did not answer in time: never tried again for this request. */
+    let silent: Set<string> | undefined;
     let lastError: SluiceError | undefined;
+    /** The wait an engine asked for before the same route is tried again (its Retry-After). */
+    let asked = 0;
     for (let n = 0; n < maxAttempts; n++) {
       if (n > 0) {
-        const delay = Math.min(maxBackoffMs, backoffMs * 2 ** (n - 1)) * (0.5 + Math.random() / 2);
+        const backoff = Math.min(maxBackoffMs, backoffMs * 2 ** (n - 1)) * (0.5 + Math.random() / 2);
+        const delay = Math.max(backoff, asked);
         if (performance.now() + delay >= deadlineAt) break;
         await sleep(delay, req.signal);
       }
@@ -216,7 +239,7 @@ export class Dispatcher {
       let attempt: Attempt;
       const routing = req.trace?.startRouting(this.settings.policy(req.model), n);
       try {
-        const acquired = this.acquire(req, tried, n, routing);
+        const acquired = this.acquire(req, tried, silent, n, routing);
         attempt = acquired instanceof Attempt ? acquired : await acquired;
       } catch (err) {
         routing?.end(err);
@@ -255,6 +278,21 @@ export class Dispatcher {
         tried ??= new Set();
         tried.add(attempt.worker.id);
         lastError = err;
+        // A route that did not answer in time is not tried again: another worker, or the next model.
+        if (err instanceof UpstreamHeadersTimeout || err instanceof StreamIdleTimeout) {
+          silent ??= new Set();
+          silent.add(attempt.worker.id);
+        }
+        // An engine that asks to be left alone for longer than the bound is: the request moves on
+        // (to its next model, or ends with the engine's 429/503) rather than burst on it.
+        asked = 0;
+        const retryAfter = err instanceof UpstreamHttpError ? err.retryAfter : undefined;
+        if (retryAfter !== undefined) {
+          const ms = retryAfter * 1000;
+          if (ms > this.config.retry.maxRetryAfterMs) throw err;
+          // Only the same route waits: with an untried worker of the model left, it goes there at once.
+          if (this.everyWorkerTried(req.model, tried)) asked = ms;
+        }
         if (n + 1 < maxAttempts) {
           this.metrics.retries.inc({ model: this.metrics.modelLabel(req.model), code: err.code });
           this.log.warn(
@@ -274,6 +312,16 @@ export class Dispatcher {
     throw lastError ?? new NoWorkerAvailable(req.model);
   }
 
+  /** When the request's one budget ends: set by the fallback chain, else its model's deadline. */
+  private deadlineOf(req: DispatchRequest): number {
+    return req.deadlineAt ?? req.receivedAt + this.settings.timeouts(req.model).deadlineMs;
+  }
+
+  /** Whether every worker of the model has failed this request already (a retry goes back to one). */
+  private everyWorkerTried(model: string, tried: ReadonlySet<string>): boolean {
+    return this.registry.forModel(model).every((w) => tried.has(w.id));
+  }
+
   /**
    * Picks a worker, waits for a slot on it, and registers a new attempt with a fresh request id.
    * With a slot free at once (the usual case) the attempt is returned as it is, not in a promise.
@@ -281,6 +329,7 @@ export class Dispatcher {
   private acquire(
     req: DispatchRequest,
     tried: ReadonlySet<string> | undefined,
+    silent: ReadonlySet<string> | undefined,
     n: number,
     routing: RoutingTrace | undefined,
   ): Attempt | Promise<Attempt> {
@@ -294,7 +343,7 @@ export class Dispatcher {
       allReady(serving, req.model);
     const { worker, panic } = allFree
       ? { worker: this.pickFrom(req, serving, routing), panic: false }
-      : this.pick(req, serving, tried, routing);
+      : this.pick(req, serving, tried, silent, routing);
     const rank = worker.chooseRank(req.rank);
     if (worker.limiter.tryAcquire()) return this.admit(req, worker, rank, panic, n);
     return this.waitForSlot(req, worker).then(() => this.admit(req, worker, rank, panic, n));
@@ -335,15 +384,19 @@ export class Dispatcher {
     req: DispatchRequest,
     serving: readonly Worker[],
     tried: ReadonlySet<string> | undefined,
+    silent: ReadonlySet<string> | undefined,
     routing: RoutingTrace | undefined,
   ): { worker: Worker; panic: boolean } {
     const exclude = req.exclude;
-    const all = this.withRank(exclude ? serving.filter((w) => !exclude.has(w.id)) : serving, req.rank);
+    const reachable = silent ? serving.filter((w) => !silent.has(w.id)) : serving;
+    const all = this.withRank(exclude ? reachable.filter((w) => !exclude.has(w.id)) : reachable, req.rank);
     const healthy = all.filter((w) => w.healthy);
     let admitting = healthy.filter((w) => w.admits(req.model));
     // Panic mode: the circuits never cause a total outage; with every healthy worker of the model
-    // ejected, the request goes to them anyway.
-    const panic = admitting.length === 0 && healthy.length > 0;
+    // ejected, the request goes to them anyway, unless it has a model to fall back to (an open
+    // circuit skips the route: the fallback answers at once).
+    const hasFallback = (req.fallbacks?.length ?? 0) > 0;
+    const panic = admitting.length === 0 && healthy.length > 0 && !hasFallback;
     if (panic) {
       admitting = healthy;
       this.notePanic(req);

@@ -67,6 +67,8 @@ export class ResumableStream {
   private paused = false;
   private lastUsage: Usage | undefined;
   readonly workers: string[];
+  /** The model of each part of the stream, in order (a continuation on a fallback names its own). */
+  readonly models: string[];
   private readonly attempts: Worker[];
   /** Workers that failed this stream (made at the first failure). */
   private failed: Set<string> | undefined;
@@ -78,6 +80,7 @@ export class ResumableStream {
   ) {
     this.current = first;
     this.workers = [first.attempt.worker.id];
+    this.models = [first.attempt.model];
     this.attempts = [first.attempt.worker];
   }
 
@@ -308,6 +311,7 @@ export class ResumableStream {
     }
     this.current = next;
     this.workers.push(next.attempt.worker.id);
+    this.models.push(next.attempt.model);
     this.attempts.push(next.attempt.worker);
     plan.count('resumed');
     plan.log.warn(

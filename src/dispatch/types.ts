@@ -32,6 +32,13 @@ export interface DispatchRequest {
   exclude?: ReadonlySet<string> | undefined;
   /** The request's spans, when tracing is on and it is sampled. */
   trace?: RequestTrace | undefined;
+  /**
+   * The models after this one the request may move to (FallbackChain): undefined, its model's
+   * configured fallbacks; empty, none.
+   */
+  fallbacks?: readonly string[] | undefined;
+  /** When the request's one budget ends (`performance.now()` clock); its own model's deadline when unset. */
+  deadlineAt?: number | undefined;
 }
 
 export interface OpenedStream {

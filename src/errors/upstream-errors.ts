@@ -47,6 +47,7 @@ export function upstreamStatusError(
   if (status === 401 || status === 403 || status === 407)
     return new UpstreamAuthRejected(workerId, status, body);
   if (status < 400) return new UpstreamUnexpectedStatus(workerId, status);
+  if (status === 400 && saysContextExceeded(body)) return new ContextLengthExceeded(workerId, body);
   const contentType = headers['content-type'];
   return new UpstreamHttpError(
     workerId,
@@ -72,6 +73,40 @@ export function retryAfterSeconds(header: string | string[] | undefined): number
     seconds = Math.ceil((at - Date.now()) / 1000);
   }
   return Math.min(3600, Math.max(1, seconds));
+}
+
+/**
+ * Whether an engine's 400 says the prompt is over the model's context window: OpenAI's code
+ * `context_length_exceeded`, or the words vLLM, SGLang and llama.cpp's server use (their 400s
+ * carry no stable code).
+ */
+function saysContextExceeded(body: Buffer): boolean {
+  const upstream = parseEngineError(body);
+  if (upstream.code === 'context_length_exceeded') return true;
+  return /maximum context length|context length (is|of|exceeded)|exceeds? the (model'?s? )?context|prompt is too long|too many tokens/i.test(
+    upstream.message ?? '',
+  );
+}
+
+/**
+ * The prompt is over the model's context window (the engine's 400): never retried on the same
+ * model, but a fallback with a larger window may take it; the client's 400 when none does.
+ */
+export class ContextLengthExceeded extends SluiceError {
+  readonly code = 'context_length_exceeded';
+  readonly retryable = false;
+  override readonly status = 400;
+  override readonly type = 'invalid_request_error' as const;
+  override readonly param = 'messages';
+  constructor(
+    readonly workerId: string,
+    body: Buffer,
+  ) {
+    const said = parseEngineError(body).message;
+    super(
+      `The request is over the model's context window${said ? `: ${said}` : '.'} Shorten the messages or lower max_tokens.`,
+    );
+  }
 }
 
 /** The engine answered with an HTTP error status. 429 and 5xx are retryable elsewhere. */

@@ -34,16 +34,21 @@ function openAiFront<S extends Schema>(
       const stream = body.stream === true;
       // A key's usage is counted from the engine's: a stream must carry it, shown or not.
       const hiddenUsage = keyed && stream && body.stream_options?.include_usage !== true;
+      const fallbacks = body.fallbacks ?? undefined;
+      // The gateway's own fields never reach an engine.
+      const own = fallbacks !== undefined || 'fallbacks' in raw;
+      const clientBody = own ? withoutFallbacks(raw) : raw;
       const upstream = hiddenUsage
-        ? { ...raw, stream_options: { ...(body.stream_options ?? {}), include_usage: true } }
-        : raw;
+        ? { ...clientBody, stream_options: { ...(body.stream_options ?? {}), include_usage: true } }
+        : clientBody;
       const completionTokens = raw.max_completion_tokens;
       return {
         model: body.model,
         path,
         stream,
         body: upstream,
-        payload: hiddenUsage || request.rawJson === undefined ? JSON.stringify(upstream) : request.rawJson,
+        payload:
+          hiddenUsage || own || request.rawJson === undefined ? JSON.stringify(upstream) : request.rawJson,
         outputTokens:
           typeof completionTokens === 'number'
             ? [
@@ -56,9 +61,16 @@ function openAiFront<S extends Schema>(
         encoder: () => CHAT_STREAM,
         answer: (done) => ({ payload: done.body, contentType: done.contentType }),
         traced: raw,
+        fallbacks,
       };
     },
   };
+}
+
+/** The client's body without the gateway's own `fallbacks`. */
+function withoutFallbacks(raw: Record<string, unknown>): Record<string, unknown> {
+  const { fallbacks: _fallbacks, ...rest } = raw;
+  return rest;
 }
 
 export const CHAT_FRONT = openAiFront(

@@ -46,6 +46,7 @@ export const MESSAGES_FRONT: GenerationFront = {
         headers: { 'request-id': request.id },
       }),
       traced: request.body as Record<string, unknown>,
+      fallbacks: body.fallbacks,
     };
   },
 };

@@ -118,6 +118,8 @@ export const messagesRequestSchema = z.strictObject({
   speed: z.enum(['standard', 'fast']).nullable().optional(),
   inference_geo: z.string().nullable().optional(),
   cache_control: cacheControl,
+  /** The gateway's own: models to answer when `model` cannot (README "Fallbacks"). */
+  fallbacks: z.array(z.string().min(1)).max(8).optional(),
 });
 
 export const countTokensRequestSchema = z.strictObject(common);

@@ -209,6 +209,13 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly fallbacks = new Counter({
+    name: 'sluice_fallbacks_total',
+    help: "Requests moved to their next model (models.<m>.fallbacks or the request's fallbacks), by the model they left, the one they went to (served models only) and why.",
+    labelNames: ['from', 'to', 'reason'] as const,
+    registers: [this.registry],
+  });
+
   readonly streamResumes = new Counter({
     name: 'sluice_stream_resumes_total',
     help: 'Mid-stream resumes on another worker, by model and outcome (resumed, exhausted, unsafe, no_worker).',

@@ -32,6 +32,8 @@ export interface Translation {
   answer(done: CompletedResponse): WholeAnswer;
   /** What the request's span records of it. */
   readonly traced: Record<string, unknown>;
+  /** The models the client named to answer when its own cannot (its body's `fallbacks`). */
+  readonly fallbacks: readonly string[] | undefined;
 }
 
 /** A whole answer in a front's shape. */

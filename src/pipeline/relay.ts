@@ -106,6 +106,8 @@ class StreamRelay implements EngineStreamSink {
     if (encoder.headers) Object.assign(headers, encoder.headers);
     const shown = this.stream.clientWorker;
     if (shown !== undefined) headers['x-sluice-worker'] = shown;
+    // The model that answers: another than the one asked for when it fell back.
+    headers['x-sluice-model'] = this.stream.models[0]!;
     res.writeHead(200, headers);
     const first = encoder.start();
     if (first !== undefined) res.write(first);

@@ -8,6 +8,7 @@ import { abortWhenClientLeaves } from './client-watch.js';
 import type { PipelineContext } from './context.js';
 import { endFailedRequest, endRelayedStream } from './end-request.js';
 import type { ApiHandler, ApiReply, ApiRequest } from './exchange.js';
+import { checkedFallbacks } from './fallbacks.js';
 import { headerForwarder } from './forwarded-headers.js';
 import type { GenerationFront, Translation } from './front.js';
 import { relayStream, type StreamEncoder } from './relay.js';
@@ -98,6 +99,7 @@ function prepare(
     signal: abortWhenClientLeaves(reply, new Cancellation()).signal,
     receivedAt: performance.now(),
     trace: observer.trace,
+    fallbacks: checkedFallbacks(ctx, grant, translation.fallbacks),
   };
   // A resumable stream keeps its body (a continuation is built from it); others keep none.
   const plan = dispatch.stream
@@ -194,6 +196,8 @@ async function answerWhole(
     if (answer.headers) for (const [name, value] of Object.entries(answer.headers)) reply.header(name, value);
     const shown = done.attempt.worker.clientName;
     if (shown !== undefined) reply.header('x-sluice-worker', shown);
+    // The model that answered: another than the one asked for when it fell back.
+    reply.header('x-sluice-model', done.attempt.model);
     reply.send(answer.payload);
     observer.trace?.response(done.json);
     observer.finish(200, 'completed', { usage: done.json.usage });

@@ -9,6 +9,7 @@ import type { PreparedResponse, ResponsesService, Terminal } from '../responses/
 import { admitRequest } from './admit.js';
 import type { PipelineContext } from './context.js';
 import { countRunEnd, endClientGone, endFailedRequest } from './end-request.js';
+import { checkedFallbacks } from './fallbacks.js';
 import { headerForwarder } from './forwarded-headers.js';
 import { headerValue, parseResumeHeader } from './request-headers.js';
 import { observeRequest, type RequestObserver } from './request-observer.js';
@@ -106,6 +107,7 @@ async function create(
       trace,
       caller,
       context,
+      fallbacks: checkedFallbacks(ctx, grant, request.fallbacks),
     });
     trace?.response({ id: prepared.response.id, model: prepared.response.model });
     if (request.background) return await runInBackground(ctx, channel, prepared, observer, request);

@@ -168,6 +168,8 @@ const textFormat = z.discriminatedUnion('type', [
 
 export const createResponseSchema = z.looseObject({
   model: z.string().min(1),
+  /** The gateway's own: models to answer when `model` cannot (README "Fallbacks"); never sent to an engine. */
+  fallbacks: opt(z.array(z.string().min(1)).max(8)),
   // An empty list gives the engine nothing to answer.
   input: z.union([z.string(), z.array(inputItemSchema).min(1, 'at least one input item is needed')]),
   instructions: opt(z.string()),

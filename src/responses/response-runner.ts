@@ -81,6 +81,7 @@ export class ResponseRunner {
   noteResumes(run: ResponseRun, first: ResumableStream, prepared: PreparedResponse): void {
     // Every engine turn of an MCP tool loop counts.
     const streams = [first, ...(prepared.mcp?.turns ?? [])];
+    this.noteModels(run, streams);
     const resumes = streams.reduce((sum, stream) => sum + stream.resumes, 0);
     if (resumes === 0) return;
     // Workers as clients may see them (never host:port; none when `server.exposeWorker` is off).
@@ -90,5 +91,19 @@ export class ResponseRunner {
       sluice_resumes: String(resumes),
       ...(workers.length > 0 ? { sluice_workers: workers.join(',') } : {}),
     };
+  }
+
+  /**
+   * A response answered (in part or whole) by a fallback says so: its `model` is the model that
+   * produced its last part, and `metadata.sluice_models` lists the models that answered, in order.
+   */
+  private noteModels(run: ResponseRun, streams: readonly ResumableStream[]): void {
+    const models: string[] = [];
+    for (const stream of streams)
+      for (const model of stream.models) if (models.at(-1) !== model) models.push(model);
+    const asked = run.response.model;
+    if (models.length === 0 || (models.length === 1 && models[0] === asked)) return;
+    run.response.model = models.at(-1)!;
+    run.response.metadata = { ...run.response.metadata, sluice_models: models.join(',') };
   }
 }

@@ -37,6 +37,8 @@ export interface CreateCall {
   trace?: RequestTrace | undefined;
   /** The calling API key: it owns the response, and may only build on what it owns. */
   caller: Caller;
+  /** The models the client named to answer when its own cannot (checked by the pipeline). */
+  fallbacks?: readonly string[] | undefined;
   /** What came before, already resolved (a WebSocket connection's own cache); else read from the store. */
   context?: ResolvedContext | undefined;
 }
@@ -100,6 +102,7 @@ export class ResponseTranslator {
       signal: call.signal,
       receivedAt: call.receivedAt,
       trace: call.trace,
+      fallbacks: call.fallbacks,
     };
     return {
       response,

@@ -25,6 +25,8 @@ export interface EngineStreamOptions {
   requestId: string;
   /** Longest time without progress (a token or a finish; keep-alives do not count). */
   idleMs: number;
+  /** Longest time to the first output (`timeouts.firstTokenMs`); `idleMs` when not given. */
+  firstTokenMs?: number | undefined;
   /** Bound of one SSE event (default 1 MiB). */
   maxEventBytes?: number | undefined;
   /** Bound of the events read before the first output chunk (default 1 MiB). */
@@ -143,6 +145,11 @@ export class EngineStream {
     this.maxPrefaceBytes = options.maxPrefaceBytes ?? DEFAULT_MAX_EVENT_BYTES;
   }
 
+  /** The silence the stream may keep now: to its first output, then between two outputs. */
+  private get idleBound(): number {
+    return this.sawOutput ? this.options.idleMs : (this.options.firstTokenMs ?? this.options.idleMs);
+  }
+
   get isEnded(): boolean {
     return this.ended;
   }
@@ -178,7 +185,7 @@ export class EngineStream {
     const now = performance.now();
     this.idleSince = now;
     // Paused, the clock was (or will be) set for the deadline: the idle timeout comes first again.
-    if (this.clockAt > now + this.options.idleMs) {
+    if (this.clockAt > now + this.idleBound) {
       clearTimeout(this.clock);
       this.setClock(now);
     }
@@ -266,9 +273,7 @@ export class EngineStream {
 
   /** Sets the clock for the deadline or, unless paused, the idle timeout, whichever comes first. */
   private setClock(now: number): void {
-    const at = this.paused
-      ? this.deadlineAt
-      : Math.min(this.deadlineAt, this.idleSince + this.options.idleMs);
+    const at = this.paused ? this.deadlineAt : Math.min(this.deadlineAt, this.idleSince + this.idleBound);
     this.clockAt = at;
     this.clock = setTimeout(this.onClock, Math.max(1, at - now));
   }
@@ -278,7 +283,7 @@ export class EngineStream {
     if (this.ended) return;
     const now = performance.now();
     if (now >= this.deadlineAt) this.timeout('deadline');
-    else if (!this.paused && now - this.idleSince >= this.options.idleMs) this.timeout('idle');
+    else if (!this.paused && now - this.idleSince >= this.idleBound) this.timeout('idle');
     else this.setClock(now);
   }
 
@@ -300,7 +305,7 @@ export class EngineStream {
     if (this.ended) return;
     const error =
       kind === 'idle'
-        ? new StreamIdleTimeout(this.options.requestId, this.options.idleMs)
+        ? new StreamIdleTimeout(this.options.requestId, this.idleBound)
         : new StreamDeadlineExceeded(this.options.requestId, this.options.totalDeadlineMs);
     this.fail(error);
   }

@@ -1,0 +1,170 @@
+import type { ModelSettings } from '../config/model-settings.js';
+import { isSluiceError } from '../errors/base.js';
+import { NoWorkerAvailable } from '../errors/http-errors.js';
+import type { Logger } from '../observability/logger.js';
+import type { GatewayMetrics } from '../observability/metrics.js';
+import { continuationBody } from './continuation.js';
+import { type FallbackReason, fallbackReason, retargetPayload } from './fallback.js';
+import type { CompletedResponse, Continuation, DispatchRequest, OpenedStream, ResumePlan } from './types.js';
+
+/** What the chain needs of the dispatcher: one model's attempts (its retries included). */
+export interface ModelDispatch {
+  knowsModel(model: string): boolean;
+  openOnModel(request: DispatchRequest): Promise<OpenedStream>;
+  completeOnModel(request: DispatchRequest): Promise<CompletedResponse>;
+}
+
+/**
+ * A request's models, in order: its own, then its fallbacks (the request's `fallbacks`, else its
+ * model's configured ones; a fallback's own fallbacks are not followed). Before the first byte,
+ * a failure that moves on (fallback.ts) sends the request to the next model at once, within the
+ * one budget of the request (`timeouts.deadlineMs` of its own model, from its arrival). After the
+ * first byte, a stream that no worker of its model can resume is continued on the next model
+ * that accepts an assistant prefill, from the text so far (resumePlan).
+ */
+export class FallbackChain {
+  constructor(
+    private readonly models: ModelDispatch,
+    private readonly settings: ModelSettings,
+    private readonly metrics: GatewayMetrics,
+    private readonly log: Logger,
+    /** The longest text kept for a continuation (`limits.maxBodyBytes`). */
+    private readonly maxTextLength: number,
+  ) {}
+
+  /** The models after the request's own it may move to. */
+  rest(request: DispatchRequest): readonly string[] {
+    return request.fallbacks ?? this.settings.fallbacks(request.model);
+  }
+
+  /** Runs `one` on the request's model, then on each fallback while its failures move on. */
+  run<T>(request: DispatchRequest, one: (request: DispatchRequest) => Promise<T>): Promise<T> {
+    const rest = this.rest(request);
+    // The usual case, without an async frame of its own: a model without fallbacks.
+    if (rest.length === 0) return one(request);
+    return this.walk(request, rest, one);
+  }
+
+  private async walk<T>(
+    request: DispatchRequest,
+    rest: readonly string[],
+    one: (request: DispatchRequest) => Promise<T>,
+  ): Promise<T> {
+    const deadlineAt =
+      request.deadlineAt ?? request.receivedAt + this.settings.timeouts(request.model).deadlineMs;
+    let current: DispatchRequest = { ...request, fallbacks: rest, deadlineAt };
+    for (let hop = 1; ; hop++) {
+      try {
+        return await one(current);
+      } catch (raw) {
+        if (!isSluiceError(raw)) throw raw;
+        const next = this.nextKnown(current.fallbacks ?? []);
+        const reason = next === undefined ? undefined : fallbackReason(raw);
+        if (next === undefined || reason === undefined) throw raw;
+        if (request.signal.aborted || performance.now() >= deadlineAt) throw raw;
+        this.note(request, current.model, next.model, reason, raw.code);
+        current = {
+          ...current,
+          model: next.model,
+          payload: retargetPayload(current.payload, next.model),
+          requestId: `${request.requestId}-fallback${hop}`,
+          fallbacks: next.after,
+        };
+      }
+    }
+  }
+
+  /** The first of `models` some worker serves, and those after it; skips the others. */
+  private nextKnown(models: readonly string[]): { model: string; after: readonly string[] } | undefined {
+    for (let i = 0; i < models.length; i++)
+      if (this.models.knowsModel(models[i]!)) return { model: models[i]!, after: models.slice(i + 1) };
+    return undefined;
+  }
+
+  /** Counts and logs a move to the next model (a bounded metric: only models served get their name). */
+  private note(
+    request: DispatchRequest,
+    from: string,
+    to: string,
+    reason: FallbackReason,
+    code: string,
+  ): void {
+    this.metrics.fallbacks.inc({
+      from: this.metrics.modelLabel(from),
+      to: this.metrics.modelLabel(to),
+      reason,
+    });
+    this.log.warn({ requestId: request.requestId, from, to, reason, code }, 'falling back to the next model');
+  }
+
+  /**
+   * How a stream of `request` may be continued after a cut mid-stream, or undefined when it may
+   * not: on another worker of its own model when resume is on for it (its `resume` setting,
+   * overridden by the request's `X-Sluice-Resume`), then on its fallbacks that accept an
+   * assistant prefill (`models.<m>.continuation`, on by default).
+   */
+  resumePlan(
+    request: DispatchRequest,
+    body: Record<string, unknown>,
+    override: boolean | undefined,
+  ): ResumePlan | undefined {
+    const settings = this.settings.resume(request.model);
+    const sameModel = override ?? settings.enabled;
+    const fallbacks = this.rest(request).filter((model) => this.settings.continuation(model));
+    if (!sameModel && fallbacks.length === 0) return undefined;
+    const resumes = this.metrics.streamResumes;
+    const label = this.metrics.modelLabel(request.model);
+    return {
+      maxAttempts: Math.max(settings.maxAttempts, sameModel ? 0 : 1),
+      maxTextLength: this.maxTextLength,
+      requestId: request.requestId,
+      log: this.log,
+      count: (outcome) => resumes.inc({ model: label, outcome }),
+      open: (continuation) => this.openContinuation(request, body, continuation, sameModel, fallbacks),
+    };
+  }
+
+  /** Opens a continuation: on the model's other workers first (when allowed), then on each fallback. */
+  private async openContinuation(
+    request: DispatchRequest,
+    body: Record<string, unknown>,
+    continuation: Continuation,
+    sameModel: boolean,
+    fallbacks: readonly string[],
+  ): Promise<OpenedStream> {
+    const next = continuationBody(request.api, body, continuation);
+    if (!next) throw new NoWorkerAvailable(request.model, 1, 'no continuation can be built');
+    const requestId = `${request.requestId}-resume${continuation.number}`;
+    let last: unknown;
+    if (sameModel) {
+      try {
+        return await this.models.openOnModel({
+          ...request,
+          payload: JSON.stringify(next),
+          requestId,
+          exclude: continuation.exclude,
+          fallbacks: [],
+        });
+      } catch (err) {
+        last = err;
+      }
+    }
+    for (const model of fallbacks) {
+      if (request.signal.aborted || !this.models.knowsModel(model)) continue;
+      try {
+        const opened = await this.models.openOnModel({
+          ...request,
+          model,
+          payload: JSON.stringify({ ...next, model }),
+          requestId: `${requestId}-${model}`,
+          fallbacks: [],
+        });
+        this.note(request, request.model, model, 'stream_cut', 'stream_cut');
+        return opened;
+      } catch (err) {
+        last = err;
+      }
+    }
+    throw last ?? new NoWorkerAvailable(request.model, 1, 'no model can continue the stream');
+  }
+}
