@@ -1,0 +1,458 @@
+import { describe, expect, it } from 'vitest';
+import type { SluiceConfigInput } from '../src/config/schema.js';
+import { sequence } from '../src/mock/generate.js';
+import type { MockWorker } from '../src/mock/mock-worker.js';
+import { eventually, metric, metricOrZero, perTest, post, sseData } from './helpers/gateway.js';
+
+/**
+ * Fallback across models (README "Fallbacks"): a provider that misbehaves on purpose, one fault
+ * per case on the primary model (the mock worker's per-model faults), `primary` configured to fall
+ * back to `backup`. Each case asserts what the client got (the whole answer, or the typed error
+ * where nothing can rescue it, or the refusal as the engine gave it), how many attempts each model
+ * saw, and how long it took as a ratio to the configured timeouts. The mock's answer is a
+ * deterministic word sequence that a continuation carries on from the text so far, so a rescued
+ * stream is exactly sequence(N), on whichever models it was made.
+ */
+
+const PRIMARY = 'primary';
+const BACKUP = 'backup';
+const TOKENS = 12;
+
+interface Chunk {
+  model: string;
+  choices?: { delta?: { content?: string }; finish_reason: string | null }[];
+  error?: { code: string };
+}
+
+describe('fallbacks across models', () => {
+  const fx = perTest();
+
+  /** One worker per model (so that attempts and circuits are each model's own), fast tokens. */
+  async function setup(input: SluiceConfigInput = {}, backupModel: { continuation?: boolean } = {}) {
+    const [primaryWorker, backupWorker] = (await Promise.all([
+      fx.mocks(1, { tokensPerSecond: 0, models: [PRIMARY] }),
+      fx.mocks(1, { tokensPerSecond: 0, models: [BACKUP] }),
+    ]).then(([a, b]) => [a[0], b[0]])) as [MockWorker, MockWorker];
+    const gateway = await fx.gateway({
+      workers: [
+        { url: primaryWorker.url, id: 'wp' },
+        { url: backupWorker.url, id: 'wb' },
+      ],
+      ...input,
+      models: {
+        [PRIMARY]: { fallbacks: [BACKUP] },
+        [BACKUP]: backupModel,
+        ...input.models,
+      },
+    });
+    const attempts = (worker: MockWorker) => worker.stats.requests;
+    return { primaryWorker, backupWorker, gateway, attempts };
+  }
+
+  const chat = (url: string, extra: Record<string, unknown> = {}, model = PRIMARY) =>
+    post(`${url}/v1/chat/completions`, {
+      model,
+      max_tokens: TOKENS,
+      messages: [{ role: 'user', content: 'hi' }],
+      ...extra,
+    });
+  const streamed = (text: string) => {
+    const chunks = sseData(text)
+      .filter((d) => d !== '[DONE]')
+      .map((d) => JSON.parse(d) as Chunk);
+    return {
+      chunks,
+      text: chunks.map((c) => c.choices?.[0]?.delta?.content ?? '').join(''),
+      done: sseData(text).at(-1) === '[DONE]',
+      error: chunks.find((c) => c.error)?.error,
+    };
+  };
+  const fallbacks = (url: string, reason: string) =>
+    metricOrZero(url, 'sluice_fallbacks_total', { from: PRIMARY, to: BACKUP, reason });
+
+  it('429 with a short Retry-After: the same route is tried again after it, and answers', async () => {
+    const { primaryWorker, backupWorker, gateway, attempts } = await setup({
+      retry: { maxRetryAfterMs: 5_000 },
+    });
+    primaryWorker.setFault('http_429:1,once', PRIMARY);
+    const started = performance.now();
+    const res = await chat(gateway.url);
+    const elapsed = performance.now() - started;
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-sluice-model')).toBe(PRIMARY);
+    expect(attempts(primaryWorker)).toBe(2);
+    expect(attempts(backupWorker)).toBe(0);
+    // It waited what the engine asked (1 s), not the short backoff.
+    expect(elapsed).toBeGreaterThanOrEqual(1_000 * 0.95);
+  });
+
+  it('429 with a Retry-After past the bound: the next model at once, no burst on the refusing route', async () => {
+    const { primaryWorker, backupWorker, gateway, attempts } = await setup({
+      retry: { maxRetryAfterMs: 500 },
+    });
+    primaryWorker.setFault('http_429:30', PRIMARY);
+    const started = performance.now();
+    const res = await chat(gateway.url);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-sluice-model')).toBe(BACKUP);
+    expect((res.json() as { model: string }).model).toBe(BACKUP);
+    expect(attempts(primaryWorker)).toBe(1);
+    expect(attempts(backupWorker)).toBe(1);
+    // Not the 30 s asked for, nor the bound: at once.
+    expect(performance.now() - started).toBeLessThan(500);
+    expect(await fallbacks(gateway.url, 'rate_limited')).toBe(1);
+  });
+
+  it('429 forever (a Retry-After within the bound): retries up to retry.maxAttempts, then the next model', async () => {
+    const { primaryWorker, backupWorker, gateway, attempts } = await setup({
+      retry: { maxAttempts: 3, maxRetryAfterMs: 5_000 },
+    });
+    primaryWorker.setFault('http_429:1', PRIMARY);
+    const res = await chat(gateway.url);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-sluice-model')).toBe(BACKUP);
+    expect(attempts(primaryWorker)).toBe(3);
+    expect(attempts(backupWorker)).toBe(1);
+    expect(await fallbacks(gateway.url, 'rate_limited')).toBe(1);
+  });
+
+  it('500 once: retried on the same model, which answers; no fallback', async () => {
+    const { primaryWorker, backupWorker, gateway, attempts } = await setup();
+    primaryWorker.setFault('http_500,once', PRIMARY);
+    const res = await chat(gateway.url);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-sluice-model')).toBe(PRIMARY);
+    expect(attempts(primaryWorker)).toBe(2);
+    expect(attempts(backupWorker)).toBe(0);
+    expect(await fallbacks(gateway.url, 'upstream_error')).toBe(0);
+  });
+
+  for (const [fault, reason] of [
+    ['http_503', 'unavailable'],
+    ['reset_headers', 'unreachable'],
+  ] as const) {
+    it(`${fault} forever: the next model answers the whole request`, async () => {
+      const { primaryWorker, backupWorker, gateway, attempts } = await setup({ retry: { maxAttempts: 2 } });
+      primaryWorker.setFault(fault, PRIMARY);
+      const res = await chat(gateway.url, { stream: true });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('x-sluice-model')).toBe(BACKUP);
+      const got = streamed(res.text);
+      expect(got.text).toBe(sequence(TOKENS));
+      expect(got.done).toBe(true);
+      expect(got.chunks.every((c) => c.model === BACKUP)).toBe(true);
+      expect(attempts(primaryWorker)).toBe(2);
+      expect(attempts(backupWorker)).toBe(1);
+      expect(await fallbacks(gateway.url, reason)).toBe(1);
+    });
+  }
+
+  it('no answer at all: left after timeouts.headersMs, not tried again, the next model answers', async () => {
+    // undici fires a headers timeout on a timer of half a second's resolution: a bound of a second
+    // keeps the ratio below meaningful.
+    const headersMs = 1_000;
+    const { primaryWorker, backupWorker, gateway, attempts } = await setup({
+      timeouts: { headersMs },
+      retry: { maxAttempts: 3 },
+    });
+    // What the fallback alone takes, measured first: the baseline of the time below.
+    const baselineStarted = performance.now();
+    await chat(gateway.url, { stream: true }, BACKUP);
+    const baseline = performance.now() - baselineStarted;
+    primaryWorker.setFault('delay_headers:600000', PRIMARY);
+    const started = performance.now();
+    const res = await chat(gateway.url, { stream: true });
+    const elapsed = performance.now() - started;
+    expect(res.status).toBe(200);
+    expect(streamed(res.text).text).toBe(sequence(TOKENS));
+    expect(attempts(primaryWorker)).toBe(1);
+    expect(attempts(backupWorker)).toBe(2);
+    // One headers timeout and the fallback's own time, not three timeouts (a retry on the silent route).
+    expect(elapsed).toBeGreaterThanOrEqual(headersMs * 0.95);
+    expect(elapsed - baseline).toBeLessThan(headersMs * 2);
+    expect(await fallbacks(gateway.url, 'timeout')).toBe(1);
+  });
+
+  it('first token after 20 s: left after timeouts.firstTokenMs, the next model answers', async () => {
+    const firstTokenMs = 300;
+    const { primaryWorker, backupWorker, gateway, attempts } = await setup({ timeouts: { firstTokenMs } });
+    primaryWorker.setFault('delay_first:20000', PRIMARY);
+    const started = performance.now();
+    const res = await chat(gateway.url, { stream: true });
+    const elapsed = performance.now() - started;
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-sluice-model')).toBe(BACKUP);
+    expect(streamed(res.text).text).toBe(sequence(TOKENS));
+    expect(attempts(primaryWorker)).toBe(1);
+    expect(attempts(backupWorker)).toBe(1);
+    expect(elapsed).toBeGreaterThanOrEqual(firstTokenMs * 0.95);
+    expect(elapsed).toBeLessThan(firstTokenMs * 2);
+  });
+
+  for (const [fault, what] of [
+    ['reset_after:4', 'cut'],
+    ['stall_after:4', 'stalled'],
+    ['malformed_after:4', 'broken by a malformed chunk'],
+  ] as const) {
+    it(`a stream ${what} mid-answer goes on on the next model from the text so far: nothing lost, nothing repeated`, async () => {
+      const { primaryWorker, backupWorker, gateway, attempts } = await setup({ timeouts: { idleMs: 300 } });
+      primaryWorker.setFault(fault, PRIMARY);
+      const res = await chat(gateway.url, { stream: true });
+      expect(res.status).toBe(200);
+      expect(res.headers.get('x-sluice-model')).toBe(PRIMARY);
+      const got = streamed(res.text);
+      expect(got.error).toBeUndefined();
+      expect(got.done).toBe(true);
+      expect(got.text).toBe(sequence(TOKENS));
+      // Who answered which part: the chunks name the model that made them.
+      const models = got.chunks.filter((c) => c.choices?.[0]?.delta?.content).map((c) => c.model);
+      expect(models.slice(0, 4)).toEqual([PRIMARY, PRIMARY, PRIMARY, PRIMARY]);
+      expect(models.at(-1)).toBe(BACKUP);
+      expect(attempts(primaryWorker)).toBe(1);
+      expect(attempts(backupWorker)).toBe(1);
+      // The continuation carried the text shown, as a prefill.
+      const asked = backupWorker.stats.lastBodies.at(-1) as { messages: { role: string; content: string }[] };
+      expect(asked.messages.at(-1)).toEqual({ role: 'assistant', content: sequence(4) });
+      expect(await fallbacks(gateway.url, 'stream_cut')).toBe(1);
+    });
+  }
+
+  it('no [DONE] after a finish: the answer is whole from the primary; nothing to rescue', async () => {
+    const { primaryWorker, backupWorker, gateway, attempts } = await setup();
+    primaryWorker.setFault('no_done', PRIMARY);
+    const res = await chat(gateway.url, { stream: true });
+    const got = streamed(res.text);
+    expect(got.text).toBe(sequence(TOKENS));
+    expect(got.done).toBe(true);
+    expect(attempts(primaryWorker)).toBe(1);
+    expect(attempts(backupWorker)).toBe(0);
+  });
+
+  it('context length exceeded: the next model at once, without a retry of the same prompt', async () => {
+    const { primaryWorker, backupWorker, gateway, attempts } = await setup({ retry: { maxAttempts: 3 } });
+    primaryWorker.setFault('context_length', PRIMARY);
+    const res = await chat(gateway.url);
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-sluice-model')).toBe(BACKUP);
+    expect(attempts(primaryWorker)).toBe(1);
+    expect(attempts(backupWorker)).toBe(1);
+    expect(await fallbacks(gateway.url, 'context_length')).toBe(1);
+    // Without a fallback able to take it, the client is told in a stable code.
+    backupWorker.setFault('context_length', BACKUP);
+    const refused = await chat(gateway.url);
+    expect(refused.status).toBe(400);
+    expect((refused.json() as { error: { code: string } }).error.code).toBe('context_length_exceeded');
+  });
+
+  it('a content-policy refusal reaches the client as the engine gave it, and never moves on', async () => {
+    const { primaryWorker, backupWorker, gateway, attempts } = await setup({ retry: { maxAttempts: 3 } });
+    primaryWorker.setFault('content_policy', PRIMARY);
+    const res = await chat(gateway.url);
+    expect(res.status).toBe(400);
+    const body = res.json() as { error: { message: string; type: string } };
+    expect(body.error.type).toBe('invalid_request_error');
+    expect(body.error.message).toContain('safety system');
+    expect(attempts(primaryWorker)).toBe(1);
+    expect(attempts(backupWorker)).toBe(0);
+  });
+
+  it('a stream cut mid-answer with a fallback that takes no prefill ends typed, as without fallbacks', async () => {
+    const { primaryWorker, backupWorker, gateway, attempts } = await setup({}, { continuation: false });
+    primaryWorker.setFault('reset_after:4', PRIMARY);
+    const res = await chat(gateway.url, { stream: true });
+    const got = streamed(res.text);
+    expect(got.text).toBe(sequence(4));
+    expect(got.error?.code).toBe('request_stream_closed');
+    expect(got.done).toBe(false);
+    expect(attempts(backupWorker)).toBe(0);
+    expect(attempts(primaryWorker)).toBe(1);
+  });
+
+  it('a fallback whose engine rejects the prefill: the stream ends typed after what was shown', async () => {
+    const { primaryWorker, backupWorker, gateway } = await setup();
+    primaryWorker.setFault('reset_after:4', PRIMARY);
+    backupWorker.setFault('reject_prefill', BACKUP);
+    const res = await chat(gateway.url, { stream: true });
+    const got = streamed(res.text);
+    expect(got.text).toBe(sequence(4));
+    expect(got.error?.code).toBe('request_stream_closed');
+    expect(backupWorker.stats.requests).toBe(1);
+  });
+
+  it('a primary down then back: while its circuit is open requests go straight to the fallback; after a probe it serves again', async () => {
+    const cooldownMs = 800;
+    const { primaryWorker, backupWorker, gateway, attempts } = await setup({
+      breaker: { failureThreshold: 2, cooldownMs },
+      retry: { maxAttempts: 1 },
+      health: { intervalMs: 60_000 },
+    });
+    primaryWorker.setFault('http_500', PRIMARY);
+    for (let i = 0; i < 2; i++) expect((await chat(gateway.url)).headers.get('x-sluice-model')).toBe(BACKUP);
+    const primarySeen = attempts(primaryWorker);
+    // Open: no attempt on the primary, no panic mode; the fallback answers at once.
+    for (let i = 0; i < 3; i++) expect((await chat(gateway.url)).headers.get('x-sluice-model')).toBe(BACKUP);
+    expect(attempts(primaryWorker)).toBe(primarySeen);
+    expect(await metricOrZero(gateway.url, 'sluice_breaker_panic_total', { model: PRIMARY })).toBe(0);
+    // Back: within one probe interval traffic returns to the primary.
+    primaryWorker.setFault(undefined, PRIMARY);
+    const back = performance.now();
+    let answeredBy: string | null = BACKUP;
+    await eventually(async () => {
+      answeredBy = (await chat(gateway.url)).headers.get('x-sluice-model');
+      return answeredBy === PRIMARY;
+    }, 10_000);
+    expect(performance.now() - back).toBeLessThan(cooldownMs * 4);
+    expect(attempts(backupWorker)).toBeGreaterThanOrEqual(5);
+  });
+
+  it("a request's own fallbacks: used instead of the configured ones, checked, and never sent to an engine", async () => {
+    const { primaryWorker, backupWorker, gateway } = await setup({
+      models: { [PRIMARY]: { fallbacks: [] } },
+    });
+    primaryWorker.setFault('http_503', PRIMARY);
+    const res = await chat(gateway.url, { fallbacks: [BACKUP] });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-sluice-model')).toBe(BACKUP);
+    for (const body of [...primaryWorker.stats.lastBodies, ...backupWorker.stats.lastBodies])
+      expect(body).not.toHaveProperty('fallbacks');
+    const unknown = await chat(gateway.url, { fallbacks: ['nobody-serves-this'] });
+    expect(unknown.status).toBe(404);
+    expect((unknown.json() as { error: { code: string } }).error.code).toBe('model_not_found');
+  });
+
+  it('accounting: the answering model is named, its usage charged to the key, every fallback counted', async () => {
+    const { primaryWorker, gateway } = await setup({ auth: { adminKey: 'admin-key-for-fallbacks-0123' } });
+    const admin = { authorization: 'Bearer admin-key-for-fallbacks-0123' };
+    const created = await post(`${gateway.url}/admin/keys`, { models: [PRIMARY] }, admin);
+    const { key, id } = created.json() as { key: string; id: string };
+    primaryWorker.setFault('http_503', PRIMARY);
+    // A key may only fall back to models it may use.
+    const notAllowed = await post(
+      `${gateway.url}/v1/chat/completions`,
+      {
+        model: PRIMARY,
+        max_tokens: TOKENS,
+        messages: [{ role: 'user', content: 'hi' }],
+        fallbacks: [BACKUP],
+      },
+      { authorization: `Bearer ${key}` },
+    );
+    expect(notAllowed.status).toBe(403);
+    const wide = (await post(`${gateway.url}/admin/keys`, {}, admin).then((r) => r.json())) as {
+      key: string;
+      id: string;
+    };
+    const res = await post(
+      `${gateway.url}/v1/chat/completions`,
+      { model: PRIMARY, max_tokens: TOKENS, messages: [{ role: 'user', content: 'hi' }] },
+      { authorization: `Bearer ${wide.key}` },
+    );
+    expect(res.status).toBe(200);
+    const usage = (res.json() as { usage: { completion_tokens: number } }).usage;
+    expect(res.headers.get('x-sluice-model')).toBe(BACKUP);
+    await eventually(async () => {
+      const used = (await (
+        await fetch(`${gateway.url}/admin/keys/${wide.id}/usage`, { headers: admin })
+      ).json()) as {
+        completion_tokens: number;
+      };
+      return used.completion_tokens === usage.completion_tokens;
+    });
+    expect(
+      await metric(gateway.url, 'sluice_fallbacks_total', {
+        from: PRIMARY,
+        to: BACKUP,
+        reason: 'unavailable',
+      }),
+    ).toBe(1);
+    expect(id).toBeTypeOf('string');
+  });
+
+  it('one budget: a chain whose every model never answers ends within timeouts.deadlineMs, typed', async () => {
+    const deadlineMs = 1_000;
+    const { primaryWorker, backupWorker, gateway } = await setup({
+      timeouts: { deadlineMs, headersMs: 60_000 },
+    });
+    primaryWorker.setFault('delay_headers:600000', PRIMARY);
+    backupWorker.setFault('delay_headers:600000', BACKUP);
+    const started = performance.now();
+    const res = await chat(gateway.url, { stream: true });
+    const elapsed = performance.now() - started;
+    expect(res.status).toBeGreaterThanOrEqual(500);
+    expect(elapsed).toBeGreaterThanOrEqual(deadlineMs * 0.9);
+    expect(elapsed).toBeLessThan(deadlineMs * 2);
+  });
+
+  it('Anthropic Messages: a stream cut mid-answer is finished by the fallback, one message, no error event', async () => {
+    const { primaryWorker, backupWorker, gateway } = await setup();
+    primaryWorker.setFault('reset_after:4', PRIMARY);
+    const res = await post(`${gateway.url}/v1/messages`, {
+      model: PRIMARY,
+      max_tokens: TOKENS,
+      stream: true,
+      messages: [{ role: 'user', content: 'hi' }],
+    });
+    expect(res.status).toBe(200);
+    const events = res.text.split('\n\n').filter((b) => b.includes('data: '));
+    const data = events.map(
+      (b) => JSON.parse(b.slice(b.indexOf('data: ') + 6)) as { type: string; delta?: { text?: string } },
+    );
+    expect(data.map((d) => d.type)).not.toContain('error');
+    expect(data.at(-1)!.type).toBe('message_stop');
+    const text = data.map((d) => d.delta?.text ?? '').join('');
+    expect(text).toBe(sequence(TOKENS));
+    expect(backupWorker.stats.requests).toBe(1);
+  });
+
+  it('Responses: the fallback answers a create, and the stored response names the model that answered', async () => {
+    const { primaryWorker, gateway } = await setup();
+    primaryWorker.setFault('http_503', PRIMARY);
+    const res = await post(`${gateway.url}/v1/responses`, {
+      model: PRIMARY,
+      input: 'hi',
+      max_output_tokens: TOKENS,
+    });
+    expect(res.status).toBe(200);
+    const body = res.json() as {
+      id: string;
+      status: string;
+      model: string;
+      metadata: Record<string, string>;
+    };
+    expect(body.status).toBe('incomplete');
+    expect(body.model).toBe(BACKUP);
+    expect(body.metadata.sluice_models).toBe(BACKUP);
+    const stored = (await (await fetch(`${gateway.url}/v1/responses/${body.id}`)).json()) as {
+      model: string;
+    };
+    expect(stored.model).toBe(BACKUP);
+  });
+
+  it('Responses: a stream cut mid-answer goes on on the fallback; its metadata lists both models in order', async () => {
+    const { primaryWorker, gateway } = await setup();
+    primaryWorker.setFault('reset_after:4', PRIMARY);
+    const res = await post(`${gateway.url}/v1/responses`, {
+      model: PRIMARY,
+      input: 'hi',
+      max_output_tokens: TOKENS,
+      stream: true,
+    });
+    const events = sseData(res.text).map(
+      (d) =>
+        JSON.parse(d) as {
+          type: string;
+          delta?: string;
+          response?: { model: string; status: string; metadata: Record<string, string> };
+        },
+    );
+    const terminal = events.at(-1)!;
+    expect(terminal.type).toBe('response.incomplete');
+    expect(terminal.response!.metadata.sluice_models).toBe(`${PRIMARY},${BACKUP}`);
+    expect(terminal.response!.model).toBe(BACKUP);
+    const text = events
+      .filter((e) => e.type === 'response.output_text.delta')
+      .map((e) => e.delta)
+      .join('');
+    expect(text).toBe(sequence(TOKENS));
+  });
+});
