@@ -2,9 +2,9 @@ import type { Dispatcher as UndiciDispatcher } from 'undici';
 import type { ModelSettings } from '../config/model-settings.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { isSluiceError, type SluiceError } from '../errors/base.js';
-import { ClientDisconnected, NoWorkerAvailable, QueueFull } from '../errors/http-errors.js';
+import { ClientDisconnected, NoWorkerAvailable } from '../errors/http-errors.js';
 import { ModelNotFound } from '../errors/not-found-errors.js';
-import { InvalidDataParallelRank, MaxTokensTooLarge } from '../errors/request-content-errors.js';
+import { MaxTokensTooLarge } from '../errors/request-content-errors.js';
 import { StreamDeadlineExceeded, StreamIdleTimeout } from '../errors/stream-errors.js';
 import {
   UpstreamBadResponse,
@@ -29,11 +29,12 @@ import { FallbackChain } from './fallback-chain.js';
 import { BodyTooLarge, failedFinishOf, readBounded, readLimited } from './read-body.js';
 import type { Router } from './router.js';
 import type { CompletedResponse, DispatchRequest, OpenedStream, ResumePlan } from './types.js';
+import { allReady, WorkerPicker } from './worker-picker.js';
 
 export type { CompletedResponse, DispatchRequest, OpenedStream } from './types.js';
 
 const ERROR_BODY_LIMIT = 64 * 1024;
-const PANIC_LOG_INTERVAL_MS = 10_000;
+const _PANIC_LOG_INTERVAL_MS = 10_000;
 
 /**
  * Sends a request to a worker of its model and retries, with backoff and on another worker when
@@ -42,23 +43,23 @@ const PANIC_LOG_INTERVAL_MS = 10_000;
  * upstream request id.
  */
 export class Dispatcher {
-  private readonly panicLoggedAt = new Map<string, number>();
-
   constructor(
     private readonly config: SluiceConfig,
     private readonly settings: ModelSettings,
     private readonly registry: WorkerRegistry,
-    private readonly router: Router,
+    readonly router: Router,
     private readonly requests: RequestRegistry,
     private readonly health: HealthChecker,
     private readonly metrics: GatewayMetrics,
     private readonly log: Logger,
   ) {
     this.chain = new FallbackChain(this, settings, metrics, log, config.limits.maxBodyBytes);
+    this.picker = new WorkerPicker(router, metrics, log);
   }
 
   /** A request's models in order (its own, then its fallbacks), and continuing a cut stream on them. */
   private readonly chain: FallbackChain;
+  private readonly picker: WorkerPicker;
 
   knowsModel(model: string): boolean {
     return this.registry.knowsModel(model);
@@ -342,8 +343,8 @@ export class Dispatcher {
       req.rank === undefined &&
       allReady(serving, req.model);
     const { worker, panic } = allFree
-      ? { worker: this.pickFrom(req, serving, routing), panic: false }
-      : this.pick(req, serving, tried, silent, routing);
+      ? { worker: this.picker.pickFrom(req, serving, routing), panic: false }
+      : this.picker.pick(req, serving, tried, silent, routing);
     const rank = worker.chooseRank(req.rank);
     if (worker.limiter.tryAcquire()) return this.admit(req, worker, rank, panic, n);
     return this.waitForSlot(req, worker).then(() => this.admit(req, worker, rank, panic, n));
@@ -363,7 +364,7 @@ export class Dispatcher {
 
   /** With a slot held on `worker`: passes its circuits and registers the attempt. */
   private admit(req: DispatchRequest, worker: Worker, rank: number, panic: boolean, n: number): Attempt {
-    const admitted = panic || this.tryAdmit(worker, req.model);
+    const admitted = panic || this.picker.tryAdmit(worker, req.model);
     if (!admitted) {
       worker.limiter.release();
       throw new NoWorkerAvailable(req.model, 1, 'circuit open');
@@ -377,97 +378,6 @@ export class Dispatcher {
       throw err;
     }
     return attempt;
-  }
-
-  /** Picks a worker through the health, circuit, queue and retry filters (see acquire). */
-  private pick(
-    req: DispatchRequest,
-    serving: readonly Worker[],
-    tried: ReadonlySet<string> | undefined,
-    silent: ReadonlySet<string> | undefined,
-    routing: RoutingTrace | undefined,
-  ): { worker: Worker; panic: boolean } {
-    const exclude = req.exclude;
-    const reachable = silent ? serving.filter((w) => !silent.has(w.id)) : serving;
-    const all = this.withRank(exclude ? reachable.filter((w) => !exclude.has(w.id)) : reachable, req.rank);
-    const healthy = all.filter((w) => w.healthy);
-    let admitting = healthy.filter((w) => w.admits(req.model));
-    // Panic mode: the circuits never cause a total outage; with every healthy worker of the model
-    // ejected, the request goes to them anyway, unless it has a model to fall back to (an open
-    // circuit skips the route: the fallback answers at once).
-    const hasFallback = (req.fallbacks?.length ?? 0) > 0;
-    const panic = admitting.length === 0 && healthy.length > 0 && !hasFallback;
-    if (panic) {
-      admitting = healthy;
-      this.notePanic(req);
-    }
-    if (admitting.length === 0) {
-      const causes = [...new Set(all.map((w) => w.downCause).filter((c): c is string => c !== null))];
-      this.metrics.admissionRejections.inc({
-        model: this.metrics.modelLabel(req.model),
-        code: 'no_worker_available',
-      });
-      throw new NoWorkerAvailable(
-        req.model,
-        1,
-        causes.length > 0 ? `no healthy worker: ${causes.join('; ')}` : 'no healthy worker',
-      );
-    }
-    const withRoom = admitting.filter((w) => w.limiter.canQueue);
-    if (withRoom.length === 0) {
-      const full = new QueueFull(
-        admitting[0]!.id,
-        Math.max(1, Math.ceil(admitting[0]!.limiter.queueTimeoutMs / 1000)),
-      );
-      this.metrics.admissionRejections.inc({ model: this.metrics.modelLabel(req.model), code: full.code });
-      throw full;
-    }
-    const untried = tried === undefined ? withRoom : withRoom.filter((w) => !tried.has(w.id));
-    const candidates = untried.length > 0 ? untried : withRoom;
-    const free = candidates.filter((w) => w.limiter.hasFreeSlot);
-    return { worker: this.pickFrom(req, free.length > 0 ? free : candidates, routing), panic };
-  }
-
-  private pickFrom(
-    req: DispatchRequest,
-    candidates: readonly Worker[],
-    routing: RoutingTrace | undefined,
-  ): Worker {
-    const worker = this.router.pick(req.model, candidates, req.route);
-    routing?.picked(worker.id, candidates.length);
-    return worker;
-  }
-
-  /** Takes the right to send one request through the worker's own circuit and the model's. */
-  private tryAdmit(worker: Worker, model: string): boolean {
-    if (!worker.breaker.tryAdmit()) return false;
-    if (worker.modelBreaker(model).tryAdmit()) return true;
-    worker.breaker.release();
-    return false;
-  }
-
-  /** Counts a request routed in panic mode, and says so in the log at most every 10 s per model. */
-  private notePanic(req: DispatchRequest): void {
-    const model = this.metrics.modelLabel(req.model);
-    this.metrics.breakerPanics.inc({ model });
-    const now = Date.now();
-    if ((this.panicLoggedAt.get(model) ?? 0) + PANIC_LOG_INTERVAL_MS > now) return;
-    this.panicLoggedAt.set(model, now);
-    this.log.warn(
-      { requestId: req.requestId, model },
-      'every worker of the model is ejected by its circuit breaker: routing to them anyway (panic mode)',
-    );
-  }
-
-  /** The workers that have the data-parallel rank a request asks for (all of them when it asks for none). */
-  private withRank(workers: readonly Worker[], rank: number | undefined): readonly Worker[] {
-    if (rank === undefined || workers.length === 0) return workers;
-    const able = workers.filter((w) => w.dpSize > rank);
-    if (able.length === 0) {
-      const widest = workers.reduce((a, b) => (b.dpSize > a.dpSize ? b : a), workers[0]!);
-      throw new InvalidDataParallelRank(rank, widest.connectedRanks());
-    }
-    return able;
   }
 
   private async send(
@@ -511,11 +421,6 @@ export class Dispatcher {
 }
 
 /** Whether every one of `workers` (at least one) is healthy, admits `model` and has a free slot. */
-function allReady(workers: readonly Worker[], model: string): boolean {
-  if (workers.length === 0) return false;
-  for (const w of workers) if (!w.healthy || !w.admits(model) || !w.limiter.hasFreeSlot) return false;
-  return true;
-}
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
