@@ -270,7 +270,11 @@ export class SignalScraper {
         throw new ScrapeError('not_prometheus', `${path} is not Prometheus text: ${(err as Error).message}`);
       }
     } finally {
-      if (!body.readableEnded) body.destroy();
+      if (!body.readableEnded) {
+        // Cut: undici reports the cut as an error of the body, which nobody reads any more.
+        body.on('error', () => {});
+        body.destroy();
+      }
     }
   }
 }
