@@ -78,8 +78,8 @@ export class Gateway {
     metrics.bindModels((model) => registry.knowsModel(model));
     metrics.bindWorkers(() => registry.list().map((w) => w.snapshot()));
     const health = new HealthChecker(registry, config.health, log);
-    this.signals = new SignalScraper(registry, config.signals, log, (worker, reason) =>
-      metrics.signalScrapeFailures.inc({ worker: worker.id, reason }),
+    this.signals = new SignalScraper(registry, config.signals, log, (worker, cause) =>
+      metrics.signalScrapeFailures.inc({ worker: worker.id, cause }),
     );
     const requests = new RequestRegistry();
     const dispatcher = new Dispatcher(config, settings, registry, router, requests, health, metrics, log);

@@ -297,7 +297,7 @@ describe('engine signals through a gateway', () => {
     expect(
       await metricOrZero(g.url, 'sluice_worker_signal_scrape_failures_total', {
         worker: worker0,
-        reason: 'not_found',
+        cause: 'not_found',
       }),
     ).toBe(1);
   });
@@ -350,7 +350,7 @@ describe('engine signals through a gateway', () => {
     expect(
       await metricOrZero(g.url, 'sluice_worker_signal_scrape_failures_total', {
         worker: worker.id,
-        reason: 'timeout',
+        cause: 'timeout',
       }),
     ).toBeGreaterThan(0);
     expect((await chat(g)).status).toBe(200);
@@ -371,7 +371,7 @@ describe('engine signals through a gateway', () => {
     expect(
       await metricOrZero(g.url, 'sluice_worker_signal_scrape_failures_total', {
         worker: worker.id,
-        reason: 'invalid_values',
+        cause: 'invalid_values',
       }),
     ).toBe(1);
   });

@@ -280,8 +280,8 @@ export class GatewayMetrics {
 
   readonly signalScrapeFailures = new Counter({
     name: 'sluice_worker_signal_scrape_failures_total',
-    help: "Reads of a worker's engine metrics (/metrics) that failed, by worker and reason (timeout, unreachable, http_error, too_large, not_found, not_prometheus, no_known_metrics, invalid_values).",
-    labelNames: ['worker', 'reason'] as const,
+    help: "Reads of a worker's engine metrics (/metrics) that failed, by worker and cause (timeout, unreachable, http_error, too_large, not_found, not_prometheus, no_known_metrics, invalid_values).",
+    labelNames: ['worker', 'cause'] as const,
     registers: [this.registry],
   });
 
