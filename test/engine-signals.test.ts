@@ -1,4 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config/load.js';
 import type { SluiceConfigInput } from '../src/config/schema.js';
 import type { Gateway } from '../src/gateway.js';
 import { parseSamples, readEngineSignals, type SignalsParse } from '../src/workers/engine-metric-names.js';
@@ -127,6 +128,36 @@ describe('engine metric names', () => {
       'cache_hit_rate{model_name="Qwen/Qwen2.5-7B-Instruct"} NaN',
     );
     expect(signalsOf(read(text)).prefixCacheHitRate).toBeUndefined();
+  });
+});
+
+describe('signals settings', () => {
+  it('default to a read a second, stale after three intervals, and every worker read with auto names at /metrics', () => {
+    const config = parseConfig({ workers: [{ url: 'http://127.0.0.1:9' }] });
+    expect(config.signals).toEqual({
+      enabled: true,
+      intervalMs: 1_000,
+      timeoutMs: 1_000,
+      staleMs: 3_000,
+      maxBytes: 4 * 1024 * 1024,
+      missingRetryMs: 60_000,
+    });
+    expect(parseConfig({ signals: { intervalMs: 5_000 } }).signals.staleMs).toBe(15_000);
+    expect(
+      parseConfig({ workers: [{ url: 'http://127.0.0.1:9', metrics: {} }] }).workers[0]!.metrics,
+    ).toEqual({
+      path: '/metrics',
+      names: 'auto',
+    });
+  });
+
+  it('refuse a staleMs not longer than the interval, and names no engine has', () => {
+    expect(() => parseConfig({ signals: { intervalMs: 1_000, staleMs: 1_000 } })).toThrow(
+      'signals.staleMs: signals.staleMs must be longer than signals.intervalMs',
+    );
+    expect(() =>
+      parseConfig({ workers: [{ url: 'http://127.0.0.1:9', metrics: { names: 'tgi' } }] }),
+    ).toThrow(/workers\.0\.metrics\.names/);
   });
 });
 
