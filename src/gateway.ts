@@ -25,6 +25,7 @@ import type { KeyStore, Store } from './storage/types.js';
 import { RequestRegistry } from './streams/request-registry.js';
 import { HealthChecker } from './workers/health-checker.js';
 import { WorkerRegistry } from './workers/registry.js';
+import { SignalScraper } from './workers/signal-scraper.js';
 
 export interface GatewayOptions {
   logger?: Logger;
@@ -43,6 +44,8 @@ export class Gateway {
   private discovery: KubernetesDiscovery | undefined;
   private readonly lease: ReplicaLease | undefined;
   private readonly orphans: OrphanSweeper | undefined;
+  /** Reads the workers' engine metrics (`Worker.signals()`). */
+  readonly signals: SignalScraper;
   private closed = false;
 
   constructor(
@@ -75,6 +78,9 @@ export class Gateway {
     metrics.bindModels((model) => registry.knowsModel(model));
     metrics.bindWorkers(() => registry.list().map((w) => w.snapshot()));
     const health = new HealthChecker(registry, config.health, log);
+    this.signals = new SignalScraper(registry, config.signals, log, (worker, cause) =>
+      metrics.signalScrapeFailures.inc({ worker: worker.id, cause }),
+    );
     const requests = new RequestRegistry();
     const dispatcher = new Dispatcher(config, settings, registry, router, requests, health, metrics, log);
     const store = openStore(config, (operation) =>
@@ -124,6 +130,9 @@ export class Gateway {
     await this.startDiscovery();
     await this.context.health.checkAll();
     this.context.health.start();
+    // A first reading of every engine (each read bounded by signals.timeoutMs), then one per interval.
+    await this.signals.tick();
+    this.signals.start();
     await this.app.listen({ host: this.config.server.host, port: this.config.server.port });
     const url = this.url;
     this.log.info(
@@ -196,6 +205,7 @@ export class Gateway {
     this.closed = true;
     this.lifecycle.draining = true;
     this.context.health.stop();
+    this.signals.stop();
     await this.discovery?.stop();
     if (this.context.requests.size > 0) {
       this.context.requests.closeAll(

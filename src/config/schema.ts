@@ -2,6 +2,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { POLICY_NAMES } from '../routing/types.js';
+import { METRIC_NAMES } from '../workers/engine-signals.js';
 
 /**
  * The whole configuration of a gateway, validated at start. Every field has a default so that
@@ -115,6 +116,17 @@ export const workerSchema = z.strictObject({
   /** Bearer key the gateway sends to this worker. */
   apiKey: z.string().min(1).optional(),
   healthPath: z.string().startsWith('/').optional(),
+  /**
+   * Where and how its engine's Prometheus metrics are read (see `signals`): the path, and whose
+   * metric names (`auto`: vLLM's, SGLang's or llama.cpp's, whichever it has; `none`: not read,
+   * sluice's own counts stand for them).
+   */
+  metrics: z
+    .strictObject({
+      path: z.string().startsWith('/').default('/metrics'),
+      names: z.enum(METRIC_NAMES).default('auto'),
+    })
+    .optional(),
 });
 
 const resumeShape = {
@@ -237,6 +249,32 @@ export const configSchema = z.strictObject({
       successThreshold: positiveInt.default(1),
     })
     .prefault({}),
+  /**
+   * Engine signals: every worker's Prometheus `/metrics` read on a timer, off the request path,
+   * into what it says of its queue, batch, KV cache, prefix cache and LoRA adapters
+   * (src/workers/engine-signals.ts). A worker without usable metrics is read from sluice's own
+   * counts; one whose reading is older than `staleMs` counts as saturated.
+   */
+  signals: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      /** How often each worker is read (at most one read in flight per worker). */
+      intervalMs: positiveInt.default(1_000),
+      /** Longest one read may take, headers and body. */
+      timeoutMs: positiveInt.default(1_000),
+      /** A reading older than this is stale (the worker counts as saturated); default 3 × intervalMs. */
+      staleMs: positiveInt.optional(),
+      /** Most bytes of one `/metrics` body; a larger one is not read (the worker falls back to sluice's counts). */
+      maxBytes: positiveInt.default(4 * 1024 * 1024),
+      /** How long a worker without usable `/metrics` (404, not Prometheus text...) goes unasked. */
+      missingRetryMs: positiveInt.default(60_000),
+    })
+    .prefault({})
+    .transform((s) => ({ ...s, staleMs: s.staleMs ?? 3 * s.intervalMs }))
+    .refine((s) => s.staleMs > s.intervalMs, {
+      message: 'signals.staleMs must be longer than signals.intervalMs',
+      path: ['staleMs'],
+    }),
   breaker: z
     .strictObject({
       /** Consecutive request failures that open a worker's circuit. */

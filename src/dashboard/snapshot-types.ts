@@ -7,6 +7,7 @@
  */
 import type { RecentRequest } from '../observability/recent-requests.js';
 import type { CircuitState } from '../workers/circuit-breaker.js';
+import type { SignalSource, SignalsReading } from '../workers/engine-signals.js';
 import type { SeriesJson } from './history.js';
 
 export interface DashboardWorker {
@@ -24,6 +25,18 @@ export interface DashboardWorker {
   dpSize: number;
   source: 'static' | 'admin' | 'discovery';
   lastError: { code: string; message: string } | null;
+  /**
+   * What its engine reports of its load (`/metrics`; see src/workers/engine-signals.ts): `stale`
+   * counts as saturated, `missing` shows sluice's own counts (`source: 'none'`).
+   */
+  signals: {
+    state: SignalsReading['state'];
+    source: SignalSource | null;
+    waiting: number | null;
+    running: number | null;
+    /** 0..1; null when the engine does not say. */
+    kvCacheUsage: number | null;
+  };
 }
 
 export interface DashboardModel {

@@ -134,6 +134,13 @@ export class SnapshotBuilder {
         dpSize: s.dpSize,
         source: s.source,
         lastError: s.lastError,
+        signals: {
+          state: s.signals.state,
+          source: s.signals.source,
+          waiting: s.signals.waiting,
+          running: s.signals.running,
+          kvCacheUsage: s.signals.kvCacheUsage,
+        },
       };
     });
 

@@ -56,6 +56,14 @@ export interface GenerationEnd {
 
 export class ModelFileError extends Error {}
 
+/** What the engine's prefix cache did, counted in prompt tokens since it started (vLLM's meaning). */
+export interface PrefixCacheCounts {
+  /** Prompt tokens looked up in the cache (every prompt token of every generation). */
+  queries: number;
+  /** Of those, tokens whose KV state was already in the sequence and not evaluated again. */
+  hits: number;
+}
+
 const GGUF_MAGIC = Buffer.from('GGUF');
 /** Grammars built for JSON schemas, kept per schema text (clients repeat the same tools). */
 const GRAMMAR_CACHE_SIZE = 64;
@@ -107,6 +115,9 @@ export class LlamaEngine {
   private readonly grammars = new Map<string, Promise<LlamaGrammar>>();
   /** The model's own logit biases for generation under a grammar, if its file has some. */
   private readonly grammarBias: TokenBias | undefined;
+  /** The sequences held by requests now (acquired, not yet released). */
+  private readonly held = new Set<LlamaContextSequence>();
+  readonly prefixCache: PrefixCacheCounts = { queries: 0, hits: 0 };
 
   private constructor(
     private readonly llama: Llama,
@@ -202,12 +213,26 @@ export class LlamaEngine {
     return this.llama.createGrammar({ grammar: lines.join('\n'), rootRuleName: json.rootRuleName });
   }
 
-  acquire(signal: AbortSignal): Promise<LlamaContextSequence> {
-    return this.pool.acquire(signal);
+  async acquire(signal: AbortSignal): Promise<LlamaContextSequence> {
+    const sequence = await this.pool.acquire(signal);
+    this.held.add(sequence);
+    return sequence;
   }
 
   release(sequence: LlamaContextSequence): void {
+    this.held.delete(sequence);
     this.pool.release(sequence);
+  }
+
+  /**
+   * Share of the context's KV cells (every sequence's) holding the tokens of the requests being
+   * served now, 0..1: vLLM's `kv_cache_usage_perc`, where a cached prefix no request holds is free.
+   */
+  get kvCacheUsage(): number {
+    const cells = this.context.contextSize * this.context.totalSequences;
+    let used = 0;
+    for (const sequence of this.held) used += sequence.nextTokenIndex;
+    return cells > 0 ? Math.min(1, used / cells) : 0;
   }
 
   /**
@@ -228,6 +253,8 @@ export class LlamaEngine {
     const cached = prompt.slice(0, -1);
     await sequence.adaptStateToTokens(cached, false);
     const input = prompt.slice(sequence.nextTokenIndex);
+    this.prefixCache.queries += prompt.length;
+    this.prefixCache.hits += prompt.length - input.length;
     const text = new TokenText(
       (tokens, lastTokens) => this.model.detokenize(tokens, false, lastTokens),
       sampling.stop,

@@ -2,6 +2,7 @@ import { createServer, type IncomingMessage, type ServerResponse } from 'node:ht
 import type { AddressInfo, Socket } from 'node:net';
 import { basename } from 'node:path';
 import type { LlamaContextSequence, LlamaGrammar } from 'node-llama-cpp';
+import { EngineMetrics } from './engine-metrics.js';
 import { readBody, sendJson } from './http-io.js';
 import { LlamaEngine } from './llama-engine.js';
 import { type Api, errorBody, responseId } from './openai-shapes.js';
@@ -12,7 +13,8 @@ import { StreamFailed, writeResponse } from './write-response.js';
 
 /**
  * An OpenAI-compatible server over llama.cpp, shaped like vLLM's: `/health`, `/v1/models`,
- * `/v1/chat/completions`, `/v1/completions` (streaming or not) and `/worker/stats`. Up to
+ * `/v1/chat/completions`, `/v1/completions` (streaming or not), `/metrics` (vLLM's names, see
+ * engine-metrics.ts) and `/worker/stats`. Up to
  * `slots` requests generate at once; the others wait in FIFO order. A client that goes away
  * stops its generation at once and frees its slot. Raw node:http: five routes need no framework.
  */
@@ -69,6 +71,13 @@ export async function createLlamaWorker(options: LlamaWorkerOptions): Promise<Ll
     completed: 0,
     failed: 0,
   };
+  const metrics = new EngineMetrics(modelName, () => ({
+    waiting: stats.queued,
+    running: stats.inflight,
+    kvCacheUsage: engine.kvCacheUsage,
+    prefixCacheQueries: engine.prefixCache.queries,
+    prefixCacheHits: engine.prefixCache.hits,
+  }));
   const sockets = new Set<Socket>();
   const running = new Set<Promise<void>>();
   const controllers = new Set<AbortController>();
@@ -105,6 +114,12 @@ export async function createLlamaWorker(options: LlamaWorkerOptions): Promise<Ll
       return sendJson(res, 200, JSON.stringify({ object: 'list', data: [card] }));
     }
     if (req.method === 'GET' && path === '/worker/stats') return sendJson(res, 200, JSON.stringify(stats));
+    if (req.method === 'GET' && path === '/metrics') {
+      const text = await metrics.render();
+      res.writeHead(200, { 'content-type': metrics.contentType, 'content-length': Buffer.byteLength(text) });
+      res.end(text);
+      return;
+    }
     if (req.method === 'POST' && (path === '/v1/chat/completions' || path === '/v1/completions'))
       return generate(req, res, path === '/v1/chat/completions' ? 'chat' : 'completions');
     sendJson(res, 404, errorBody(`Not found: ${req.method} ${path}`, 404));

@@ -285,6 +285,13 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly signalScrapeFailures = new Counter({
+    name: 'sluice_worker_signal_scrape_failures_total',
+    help: "Reads of a worker's engine metrics (/metrics) that failed, by worker and cause (timeout, unreachable, http_error, too_large, not_found, not_prometheus, no_known_metrics, invalid_values).",
+    labelNames: ['worker', 'cause'] as const,
+    registers: [this.registry],
+  });
+
   readonly websocketRefusals = new Counter({
     name: 'sluice_websocket_upgrades_refused_total',
     help: 'WebSocket upgrades refused before the 101, by reason (origin, connections, client_connections).',

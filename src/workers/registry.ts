@@ -42,6 +42,7 @@ export class WorkerRegistry {
         onOpenRefused: () => this.events.onEjectionRefused?.(w, model),
       }),
       this.config.server.exposeWorker,
+      this.config.signals,
     );
     this.workers.set(id, worker);
     this.reindex();

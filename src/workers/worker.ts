@@ -3,6 +3,8 @@ import type { WorkerConfig, WorkerLimits } from '../config/schema.js';
 import { InvalidDataParallelRank } from '../errors/request-content-errors.js';
 import { CircuitBreaker, type CircuitBreakerOptions, type CircuitState } from './circuit-breaker.js';
 import { ConcurrencyLimiter } from './concurrency-limiter.js';
+import { type SignalsReading, type SignalsSnapshot, signalsSnapshot } from './engine-signals.js';
+import { type SignalOptions, WorkerSignals } from './worker-signals.js';
 
 export interface WorkerSnapshot {
   id: string;
@@ -24,6 +26,8 @@ export interface WorkerSnapshot {
   rankInflight: number[];
   source: 'static' | 'admin' | 'discovery';
   lastError: { code: string; message: string } | null;
+  /** What its engine reports of its load (`/metrics`), or sluice's own counts: see engine-signals.ts. */
+  signals: SignalsSnapshot;
 }
 
 export function workerIdFromUrl(url: string): string {
@@ -69,6 +73,8 @@ export class Worker {
   downLogged = false;
   consecutiveHealthFailures = 0;
   consecutiveHealthSuccesses = 0;
+  /** What the signal scraper learned of its `/metrics` (src/workers/signal-scraper.ts). */
+  readonly signalState: WorkerSignals;
   private readonly rankInflight: number[];
   /** What in a message names the worker internally: its URL, host, id. */
   private readonly internalNames: readonly string[];
@@ -85,6 +91,7 @@ export class Worker {
     /** Per-model circuit options (the ejection cap), given the model. */
     private readonly modelBreakerOptions?: (model: string, worker: Worker) => Partial<CircuitBreakerOptions>,
     exposed = true,
+    signalOptions: SignalOptions = { enabled: false, staleMs: 3_000 },
   ) {
     const parsed = new URL(config.url);
     this.url = config.url.replace(/\/$/, '');
@@ -101,6 +108,11 @@ export class Worker {
     this.dpSize = config.dpSize ?? 1;
     this.apiKey = config.apiKey;
     this.healthPath = config.healthPath ?? '/health';
+    this.signalState = new WorkerSignals(
+      config.metrics?.names ?? 'auto',
+      config.metrics?.path ?? '/metrics',
+      signalOptions,
+    );
     this.rankInflight = new Array<number>(this.dpSize).fill(0);
     const maxConcurrent = config.maxConcurrent ?? limits.maxConcurrent;
     this.limiter = new ConcurrencyLimiter(
@@ -124,6 +136,17 @@ export class Worker {
   /** Requests in flight plus waiting, the load that routing policies compare. */
   get load(): number {
     return this.limiter.inFlight + this.limiter.queued;
+  }
+
+  /**
+   * What the engine reports of its load now (see engine-signals.ts): `fresh`, `stale` (count it
+   * as saturated) or `missing` (sluice's own counts, `source: 'none'`).
+   */
+  signals(now = Date.now()): SignalsReading {
+    return this.signalState.reading(
+      () => ({ waiting: this.limiter.queued, running: this.limiter.inFlight }),
+      now,
+    );
   }
 
   serves(model: string): boolean {
@@ -242,6 +265,7 @@ export class Worker {
       rankInflight: [...this.rankInflight],
       source: this.source,
       lastError: this.lastError,
+      signals: signalsSnapshot(this.signals()),
     };
   }
 

@@ -80,6 +80,11 @@ export async function startEvilEngine(mode = 'ok'): Promise<EvilEngine> {
       res.end(JSON.stringify({ object: 'list', data: [{ id: MODEL, object: 'model' }] }));
       return;
     }
+    // No engine metrics: the gateway's read of them is not one of the requests counted here.
+    if (req.method === 'GET' && req.url === '/metrics') {
+      res.writeHead(404, { 'content-type': 'text/plain' }).end('Not Found');
+      return;
+    }
     let body = '';
     req.setEncoding('utf8');
     req.on('data', (piece: string) => {
