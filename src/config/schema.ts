@@ -2,7 +2,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { POLICY_NAMES } from '../routing/types.js';
-import { METRIC_NAMES } from '../workers/engine-signals.js';
+import { METRIC_NAMES } from './metric-names.js';
 
 /**
  * The whole configuration of a gateway, validated at start. Every field has a default so that

@@ -17,14 +17,7 @@
 /** Whose metric names a reading came from; `none`: sluice's own counts (no usable `/metrics`). */
 export type SignalSource = 'vllm' | 'sglang' | 'llamacpp' | 'none';
 
-/**
- * The metric names a worker is read with (`workers[].metrics.names`): one engine's, `auto` (the
- * first engine whose names the body holds: vLLM, then SGLang, then llama.cpp), or `none` (never
- * scraped: sluice's own counts).
- */
-export type MetricNames = 'auto' | 'vllm' | 'sglang' | 'llamacpp' | 'none';
-
-export const METRIC_NAMES: readonly MetricNames[] = ['auto', 'vllm', 'sglang', 'llamacpp', 'none'];
+export { METRIC_NAMES, type MetricNames } from '../config/metric-names.js';
 
 /** The LoRA adapters of an engine, as vLLM's `vllm:lora_requests_info` reports them. */
 export interface LoraSignals {
