@@ -1,4 +1,4 @@
-import type { PolicyName } from '../routing/types.js';
+import type { PolicyName, ScorerOptions } from '../routing/types.js';
 import type { ResumeSettings, SluiceConfig, Timeouts } from './schema.js';
 
 interface Resolved {
@@ -8,6 +8,7 @@ interface Resolved {
   maxOutputTokens: number;
   fallbacks: readonly string[];
   continuation: boolean;
+  scorer: ScorerOptions;
 }
 
 /** Settings that a model's entry under `models:` may override, resolved once per model. */
@@ -28,6 +29,7 @@ export class ModelSettings {
         maxOutputTokens: this.config.limits.maxOutputTokens,
         fallbacks: [],
         continuation: true,
+        scorer: this.config.routing.scorer,
       };
       return this.defaults;
     }
@@ -41,6 +43,7 @@ export class ModelSettings {
         maxOutputTokens: own?.maxOutputTokens ?? this.config.limits.maxOutputTokens,
         fallbacks: own?.fallbacks ?? [],
         continuation: own?.continuation ?? true,
+        scorer: scorerOf(this.config.routing.scorer, own?.routing?.scorer),
       };
       this.cache.set(model, settings);
     }
@@ -69,8 +72,28 @@ export class ModelSettings {
     return this.resolve(model).fallbacks;
   }
 
+  /** The scorer's weights and saturation for the model (`models.<m>.routing.scorer` over `routing.scorer`). */
+  scorer(model: string): ScorerOptions {
+    return this.resolve(model).scorer;
+  }
+
   /** Whether the model accepts an assistant prefill, to continue another model's cut stream. */
   continuation(model: string): boolean {
     return this.resolve(model).continuation;
   }
+}
+
+type ModelScorer = NonNullable<NonNullable<SluiceConfig['models'][string]['routing']>['scorer']>;
+
+/** The gateway's scorer settings with a model's own over them (its unset fields keep the gateway's). */
+function scorerOf(base: ScorerOptions, own: ModelScorer | undefined): ScorerOptions {
+  if (!own) return base;
+  const weights = { ...base.weights };
+  for (const [name, value] of Object.entries(own.weights ?? {}))
+    if (value !== undefined) weights[name as keyof typeof weights] = value;
+  const saturation = { ...base.saturation };
+  if (own.saturation?.maxWaiting !== undefined) saturation.maxWaiting = own.saturation.maxWaiting;
+  if (own.saturation?.maxKvCacheUsage !== undefined)
+    saturation.maxKvCacheUsage = own.saturation.maxKvCacheUsage;
+  return { weights, saturation };
 }

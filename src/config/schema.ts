@@ -1,6 +1,8 @@
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
+import { AFFINITY_DEFAULTS } from '../routing/affinity-index.js';
+import { SCORER_DEFAULTS } from '../routing/scorer.js';
 import { POLICY_NAMES } from '../routing/types.js';
 import { METRIC_NAMES } from './metric-names.js';
 
@@ -137,8 +139,41 @@ const resumeShape = {
 };
 export const resumeSchema = z.strictObject(resumeShape);
 
+/** A scorer's weight: how much its 0..1 score counts in a worker's total (0: not at all). */
+const weight = z.number().min(0).max(1000);
+
+/** The scorer policy's weights (README "Scorer routing"), each optional: unset ones keep the default. */
+const scorerWeightsSchema = z.strictObject({
+  /** The share of the prompt's blocks last sent to the worker (its engine's prefix cache). */
+  prefix: weight.optional(),
+  /** Fewer requests waiting on its engine. */
+  queue: weight.optional(),
+  /** More of its engine's KV cache free. */
+  kvCache: weight.optional(),
+  /** The LoRA adapter asked for is loaded on its engine. */
+  lora: weight.optional(),
+  /** Fewer of this gateway's own requests in flight to it. */
+  inflight: weight.optional(),
+});
+
+/** When a worker is saturated: the scorer leaves it out, and with every worker saturated requests wait in the gateway. */
+const saturationSchema = z.strictObject({
+  /** More requests waiting on its engine than this (with what the gateway sent since the engine was read). */
+  maxWaiting: nonNegativeInt.optional(),
+  /** Its engine's KV cache fuller than this share (0..1). */
+  maxKvCacheUsage: z.number().min(0).max(1).optional(),
+});
+
+/** What a model may set of the scorer: its weights and saturation, over `routing.scorer`'s. */
+const modelScorerSchema = z.strictObject({
+  weights: scorerWeightsSchema.optional(),
+  saturation: saturationSchema.optional(),
+});
+
 export const modelSchema = z.strictObject({
   policy: policyNameSchema.optional(),
+  /** This model's routing settings over `routing`'s (its scorer's weights and saturation). */
+  routing: z.strictObject({ scorer: modelScorerSchema.optional() }).optional(),
   /**
    * The most output tokens a request to this model may ask for (`max_tokens`,
    * `max_completion_tokens`, `max_output_tokens`); more is refused with a 400. Overrides
@@ -237,6 +272,34 @@ export const configSchema = z.strictObject({
         })
         .prefault({}),
       consistentHash: z.strictObject({ virtualNodes: positiveInt.default(160) }).prefault({}),
+      /** The scorer policy: filters, then weighted scorers on the engines' signals (README "Scorer routing"). */
+      scorer: z
+        .strictObject({
+          weights: scorerWeightsSchema
+            .prefault({})
+            .transform((w) => ({ ...SCORER_DEFAULTS.weights, ...definedOnly(w) })),
+          saturation: saturationSchema
+            .prefault({})
+            .transform((s) => ({ ...SCORER_DEFAULTS.saturation, ...definedOnly(s) })),
+          /** Prefix affinity: which workers were last sent which prompt blocks (shared by replicas through Redis). */
+          affinity: z
+            .strictObject({
+              /** Characters per block of a prompt. */
+              blockChars: positiveInt.default(AFFINITY_DEFAULTS.blockChars),
+              /** Blocks hashed per prompt, from its start. */
+              maxBlocks: positiveInt.default(AFFINITY_DEFAULTS.maxBlocks),
+              /** Block hashes kept, least recently used dropped past it. */
+              maxEntries: positiveInt.default(AFFINITY_DEFAULTS.maxEntries),
+              /** How long a block hash is kept after it was last routed. */
+              ttlMs: positiveInt.default(AFFINITY_DEFAULTS.ttlMs),
+              /** With `redis.url`: each replica's decisions are sent to the others (a Redis stream). */
+              share: z.boolean().default(true),
+              /** Decisions kept in the Redis stream, read by a replica that starts. */
+              streamLength: positiveInt.default(20_000),
+            })
+            .prefault({}),
+        })
+        .prefault({}),
     })
     .prefault({}),
   health: z
@@ -472,6 +535,11 @@ export const configSchema = z.strictObject({
   workers: z.array(workerSchema).default([]),
   models: z.record(z.string().min(1), modelSchema).default({}),
 });
+
+/** The fields of `o` whose value is not undefined (zod keeps unset optional keys as undefined). */
+function definedOnly<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
 
 export type SluiceConfigInput = z.input<typeof configSchema>;
 export type SluiceConfig = z.output<typeof configSchema>;

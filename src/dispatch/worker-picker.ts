@@ -3,6 +3,7 @@ import { InvalidDataParallelRank } from '../errors/request-content-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import type { RoutingTrace } from '../observability/tracing.js';
+import type { RoutingExplanation } from '../routing/types.js';
 import type { Worker } from '../workers/worker.js';
 import type { Router } from './router.js';
 import type { DispatchRequest } from './types.js';
@@ -75,7 +76,48 @@ export class WorkerPicker {
   pickFrom(req: DispatchRequest, candidates: readonly Worker[], routing: RoutingTrace | undefined): Worker {
     const worker = this.router.pick(req.model, candidates, req.route);
     routing?.picked(worker.id, candidates.length);
+    const explanation = this.router.explanation(req.model);
+    if (explanation) this.noteDecision(req.model, worker, explanation, routing);
     return worker;
+  }
+
+  /** A policy's explanation of its pick: in the routing span, the metrics and the dashboard. */
+  private noteDecision(
+    model: string,
+    worker: Worker,
+    explanation: RoutingExplanation,
+    routing: RoutingTrace | undefined,
+  ): void {
+    routing?.explained(explanation);
+    const label = this.metrics.modelLabel(model);
+    this.metrics.routingDecisions.inc({ model: label, worker: worker.id, decided_by: explanation.decidedBy });
+    this.metrics.decisions.push({
+      model: label,
+      worker: worker.id,
+      decidedBy: explanation.decidedBy,
+      filtered: { ...explanation.filtered },
+      scores: explanation.scores.map((s) => ({ id: s.id, total: s.total, by: { ...s.by } })),
+      at: Date.now(),
+    });
+  }
+
+  /**
+   * Whether a request for `req.model` should wait in the gateway: its model's policy judges
+   * saturation (the scorer) and every worker that could take it now (healthy, circuit admitting,
+   * queue not full) is saturated. False when none could: the pick then says why.
+   */
+  fleetSaturated(req: DispatchRequest, serving: readonly Worker[]): boolean {
+    if (!this.router.judgesSaturation(req.model)) return false;
+    const exclude = req.exclude;
+    const able = serving.filter(
+      (w) =>
+        w.healthy &&
+        w.admits(req.model) &&
+        w.limiter.canQueue &&
+        (exclude === undefined || !exclude.has(w.id)) &&
+        (req.rank === undefined || w.dpSize > req.rank),
+    );
+    return able.length > 0 && this.router.saturated(req.model, able, req.route);
   }
 
   /** Takes the right to send one request through the worker's own circuit and the model's. */

@@ -4,6 +4,7 @@ import type { CircuitState } from '../workers/circuit-breaker.js';
 import type { WorkerSnapshot } from '../workers/worker.js';
 import { modelLabel } from './model-label.js';
 import { RecentRequests } from './recent-requests.js';
+import { RoutingDecisions } from './routing-decisions.js';
 
 const CIRCUIT_VALUE: Record<CircuitState, number> = { closed: 0, half_open: 1, open: 2 };
 
@@ -180,6 +181,8 @@ export class GatewayMetrics {
 
   /** The last finished requests, for the dashboard. */
   readonly recent = new RecentRequests();
+  /** The scorer's last decisions and each worker's wins by scorer (the dashboard's). */
+  readonly decisions = new RoutingDecisions();
 
   readonly inflight = new Gauge({
     name: 'sluice_inflight_requests',
@@ -248,6 +251,35 @@ export class GatewayMetrics {
     name: 'sluice_breaker_ejections_refused_total',
     help: 'Circuits kept closed because the model already had its maximum share of workers ejected, by worker and model.',
     labelNames: ['worker', 'model'] as const,
+    registers: [this.registry],
+  });
+
+  readonly routingDecisions = new Counter({
+    name: 'sluice_routing_decisions_total',
+    help: 'Workers chosen by the scorer policy, by model, worker and the scorer that set the winner apart (prefix, queue, kvCache, lora, inflight, only_candidate, random_tie).',
+    labelNames: ['model', 'worker', 'decided_by'] as const,
+    registers: [this.registry],
+  });
+
+  readonly flowQueued = new Gauge({
+    name: 'sluice_flow_queued',
+    help: 'Requests waiting in the gateway for a worker that is not saturated (flow control), by model and priority class.',
+    labelNames: ['model', 'priority'] as const,
+    registers: [this.registry],
+  });
+
+  readonly flowWait = new Histogram({
+    name: 'sluice_flow_wait_seconds',
+    help: 'Time requests waited in the gateway for a worker that is not saturated, by model and priority class (admitted ones).',
+    labelNames: ['model', 'priority'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+
+  readonly flowRejections = new Counter({
+    name: 'sluice_flow_rejections_total',
+    help: 'Requests answered 429 fleet_saturated (their queue deadline passed, would have, or the queue was full), by model and priority class.',
+    labelNames: ['model', 'priority'] as const,
     registers: [this.registry],
   });
 

@@ -34,6 +34,16 @@ export const ATTR = {
   RESUMES: 'sluice.resumes',
   ROUTING_POLICY: 'sluice.routing.policy',
   ROUTING_CANDIDATES: 'sluice.routing.candidates',
+  /** The scorer that set the winner apart (scorer policy), `only_candidate` or `random_tie`. */
+  ROUTING_DECIDED_BY: 'sluice.routing.decided_by',
+  /** The best candidates' weighted scores, winner first, as JSON `[{id, total, by: {scorer: score}}]`. */
+  ROUTING_SCORES: 'sluice.routing.scores',
+  /** Candidates left out as saturated, and for want of a LoRA adapter slot. */
+  ROUTING_FILTERED_SATURATED: 'sluice.routing.filtered.saturated',
+  ROUTING_FILTERED_LORA: 'sluice.routing.filtered.lora',
+  /** Time waited in the gateway's flow control before the pick (ms), and the request's class and tenant. */
+  FLOW_WAIT_MS: 'sluice.flow.wait_ms',
+  FLOW_PRIORITY: 'sluice.flow.priority',
   WORKER_ID: 'sluice.worker.id',
   UPSTREAM_REQUEST_ID: 'sluice.upstream.request_id',
   ATTEMPT_NUMBER: 'sluice.attempt.number',

@@ -396,6 +396,28 @@ export class RoutingTrace {
     this.span.setAttributes({ [ATTR.WORKER_ID]: workerId, [ATTR.ROUTING_CANDIDATES]: candidates });
   }
 
+  /** Why the policy chose the worker (the scorer's explanation). */
+  explained(explanation: {
+    readonly decidedBy: string;
+    readonly filtered: Readonly<Record<string, number>>;
+    readonly scores: readonly unknown[];
+  }): void {
+    this.span.setAttributes({
+      [ATTR.ROUTING_DECIDED_BY]: explanation.decidedBy,
+      [ATTR.ROUTING_SCORES]: JSON.stringify(explanation.scores),
+      [ATTR.ROUTING_FILTERED_SATURATED]: explanation.filtered.saturated ?? 0,
+      [ATTR.ROUTING_FILTERED_LORA]: explanation.filtered.lora ?? 0,
+    });
+  }
+
+  /** The request waited in the gateway's flow control before its pick. */
+  waited(ms: number, priority: string): void {
+    this.span.setAttributes({
+      [ATTR.FLOW_WAIT_MS]: Math.round(ms * 10) / 10,
+      [ATTR.FLOW_PRIORITY]: priority,
+    });
+  }
+
   end(error?: unknown): void {
     if (error !== undefined) {
       const code = codeOf(error);

@@ -1,3 +1,5 @@
+import type { AffinityIndex } from './affinity-index.js';
+
 /**
  * Routing policies are small and pure: given the candidate workers (already filtered to the
  * healthy, admitting workers of one model) and what is known of the request, pick one.
@@ -10,21 +12,63 @@ export const POLICY_NAMES = [
   'power_of_two',
   'cache_aware',
   'consistent_hash',
+  'scorer',
 ] as const;
 export type PolicyName = (typeof POLICY_NAMES)[number];
+
+/**
+ * What a candidate's engine reports of its load: structurally `Worker.signals()` (the states and
+ * fields of src/workers/engine-signals.ts that routing reads; routing imports nothing of workers).
+ * `fresh`: the engine's numbers; `missing`: sluice's own counts; `stale`: count it as saturated.
+ */
+export interface CandidateReading {
+  readonly state: 'fresh' | 'stale' | 'missing';
+  readonly signals:
+    | {
+        readonly waiting: number;
+        readonly running: number;
+        readonly kvCacheUsage: number | undefined;
+        readonly lora:
+          | { readonly running: readonly string[]; readonly waiting: readonly string[]; readonly max: number }
+          | undefined;
+        /** When the engine was read (Unix ms). */
+        readonly scrapedAt: number;
+      }
+    | undefined;
+}
 
 export interface Candidate {
   /** Stable worker id (the same worker keeps it across calls). */
   readonly id: string;
   /** Requests in flight plus queued on this worker right now. */
   readonly load: number;
+  /** Its engine's load now (the scorer reads it; a candidate without it is read from `load`). */
+  signals?(now?: number): CandidateReading;
+  /** The LoRA adapters it lists on `/v1/models`, to the base model of each. */
+  readonly adapters?: ReadonlyMap<string, string>;
 }
 
 export interface RouteContext {
-  /** The prompt as text, for prefix matching (cache_aware). */
+  /** The prompt as text, for prefix matching (cache_aware, scorer). */
   readonly text?: string | undefined;
   /** A session key, for consistent_hash (from a header such as X-Session-Id). */
   readonly hashKey?: string | undefined;
+  /** The model asked for (the Router sets it): a LoRA adapter's name when it is one. */
+  readonly model?: string | undefined;
+}
+
+/** Why a decision went the way it did (the scorer's; see scorer.ts). */
+export interface RoutingExplanation {
+  /** The scorer whose weighted score set the winner apart, or how it was chosen otherwise. */
+  readonly decidedBy: string;
+  /** Candidates left out, by filter (`saturated`, `lora`). */
+  readonly filtered: Readonly<Record<string, number>>;
+  /** The best candidates' weighted scores (total and by scorer), best first. */
+  readonly scores: readonly {
+    readonly id: string;
+    readonly total: number;
+    readonly by: Readonly<Record<string, number>>;
+  }[];
 }
 
 export interface RoutingPolicy {
@@ -33,6 +77,13 @@ export interface RoutingPolicy {
   select(candidates: readonly Candidate[], ctx: RouteContext): Candidate;
   /** A worker left the pool for good: forget what is kept about it. */
   removeWorker?(workerId: string): void;
+  /**
+   * Whether every one of `candidates` is saturated now (policies that judge saturation: the
+   * scorer): a request then waits in the gateway (flow control) rather than in an engine.
+   */
+  saturated?(candidates: readonly Candidate[], ctx: RouteContext): boolean;
+  /** Why the last `select` chose what it chose (policies that explain themselves). */
+  readonly lastExplanation?: RoutingExplanation | undefined;
 }
 
 export type RandomSource = () => number;
@@ -53,8 +104,30 @@ export interface ConsistentHashOptions {
   readonly virtualNodes: number;
 }
 
+export const SCORER_NAMES = ['prefix', 'queue', 'kvCache', 'lora', 'inflight'] as const;
+export type ScorerName = (typeof SCORER_NAMES)[number];
+export type ScorerWeights = Readonly<Record<ScorerName, number>>;
+
+export interface SaturationOptions {
+  /** A worker whose engine has more requests waiting than this is saturated. */
+  readonly maxWaiting: number;
+  /** A worker whose engine's KV cache is fuller than this (0..1) is saturated. */
+  readonly maxKvCacheUsage: number;
+}
+
+export interface ScorerOptions {
+  readonly weights: ScorerWeights;
+  readonly saturation: SaturationOptions;
+}
+
 export interface PolicyOptions {
   readonly random?: RandomSource;
   readonly cacheAware?: Partial<CacheAwareOptions>;
   readonly consistentHash?: Partial<ConsistentHashOptions>;
+  readonly scorer?: {
+    readonly weights?: Partial<ScorerWeights>;
+    readonly saturation?: Partial<SaturationOptions>;
+  };
+  /** Where the scorer reads and records prefix affinity (one per gateway, shared by its models). */
+  readonly affinity?: AffinityIndex;
 }

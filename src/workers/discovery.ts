@@ -5,6 +5,11 @@ export interface DiscoveredModels {
   ids: string[];
   /** The context length of each model that reports one (vLLM's `max_model_len`). */
   maxModelLen: Map<string, number>;
+  /**
+   * The LoRA adapters among `ids`, to their base model: vLLM lists each adapter with `parent`
+   * naming its base model (`null` on a base model); `root` is the adapter's path then.
+   */
+  adapters: Map<string, string>;
 }
 
 /** Reads the models a worker serves from its OpenAI-compatible `/v1/models`, with their `max_model_len`. */
@@ -21,12 +26,20 @@ export async function discoverModels(worker: Worker, timeoutMs: number): Promise
   if (!Array.isArray(data)) throw new Error('GET /v1/models has no data array');
   const ids: string[] = [];
   const maxModelLen = new Map<string, number>();
+  const parents = new Map<string, string>();
   for (const entry of data) {
-    const { id, max_model_len: length } = (entry ?? {}) as { id?: unknown; max_model_len?: unknown };
+    const {
+      id,
+      max_model_len: length,
+      parent,
+    } = (entry ?? {}) as { id?: unknown; max_model_len?: unknown; parent?: unknown };
     if (typeof id !== 'string' || id.length === 0) continue;
     ids.push(id);
     if (typeof length === 'number' && Number.isSafeInteger(length) && length > 0) maxModelLen.set(id, length);
+    if (typeof parent === 'string' && parent.length > 0 && parent !== id) parents.set(id, parent);
   }
   if (ids.length === 0) throw new Error('GET /v1/models lists no model');
-  return { ids, maxModelLen };
+  // An adapter's base model is one the engine lists too (else `parent` means something else).
+  const adapters = new Map([...parents].filter(([, base]) => ids.includes(base) && !parents.has(base)));
+  return { ids, maxModelLen, adapters };
 }

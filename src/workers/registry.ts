@@ -116,6 +116,23 @@ export class WorkerRegistry {
     this.reindex();
   }
 
+  /**
+   * Registers adapters its engine reports using (`lora.running`/`waiting` of its signals) that
+   * its `/v1/models` did not list (loaded since): requests for them may go to it from now on.
+   */
+  noteAdapters(worker: Worker, names: Iterable<string>): void {
+    let added: Map<string, string> | undefined;
+    for (const name of names) {
+      if (name.length === 0 || worker.models.has(name)) continue;
+      added ??= new Map(worker.adapters);
+      added.set(name, '');
+    }
+    if (!added) return;
+    worker.adapters = added;
+    worker.models = new Set([...worker.models, ...added.keys()]);
+    this.reindex();
+  }
+
   setHealthy(worker: Worker, healthy: boolean): void {
     if (worker.healthy === healthy) return;
     worker.healthy = healthy;

@@ -185,6 +185,10 @@ export class SignalScraper {
       state.last = parsed.signals;
       state.failure = undefined;
       state.missing = undefined;
+      const lora = parsed.signals.lora;
+      // Adapters loaded since its `/v1/models` was read (an operator's `models:` list is kept as is).
+      if (lora && worker.discovered && !worker.configuredModels)
+        this.registry.noteAdapters(worker, [...lora.running, ...lora.waiting]);
     } catch (err) {
       const failure =
         err instanceof ScrapeError

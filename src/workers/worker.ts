@@ -66,6 +66,11 @@ export class Worker {
   discovered = false;
   /** The context length of its models, as its `/v1/models` reports them (discovered workers only). */
   maxModelLen: ReadonlyMap<string, number> = new Map();
+  /**
+   * Its LoRA adapters, to their base model: listed on its `/v1/models` (`parent`), or seen in its
+   * engine's signals (`lora.running`/`waiting`; base model unknown: ''). Each is among `models`.
+   */
+  adapters: ReadonlyMap<string, string> = new Map();
   lastError: { code: string; message: string } | null = null;
   /** Why the last health check failed, in a few words (`connection refused`, `answered HTTP 503`). */
   downCause: string | null = null;

@@ -1,0 +1,58 @@
+/** One routing decision that explained itself (the scorer's), as the dashboard lists it. */
+export interface RoutingDecision {
+  model: string;
+  worker: string;
+  /** The scorer that set the winner apart (`prefix`, `queue`, ...), `only_candidate` or `random_tie`. */
+  decidedBy: string;
+  /** Candidates left out, by filter. */
+  filtered: Record<string, number>;
+  /** The best candidates' weighted scores, winner first. */
+  scores: { id: string; total: number; by: Record<string, number> }[];
+  /** Unix milliseconds. */
+  at: number;
+}
+
+/**
+ * The scorer's last decisions (a fixed-size ring) and how many each worker won by each scorer,
+ * for the dashboard. Workers and scorer names are bounded sets; nothing here grows with traffic.
+ */
+export class RoutingDecisions {
+  private readonly ring: (RoutingDecision | undefined)[];
+  private next = 0;
+  private count = 0;
+  private readonly wins = new Map<string, Map<string, number>>();
+
+  constructor(readonly capacity = 20) {
+    this.ring = new Array<RoutingDecision | undefined>(capacity);
+  }
+
+  push(entry: RoutingDecision): void {
+    this.ring[this.next] = entry;
+    this.next = (this.next + 1) % this.capacity;
+    if (this.count < this.capacity) this.count++;
+    let byScorer = this.wins.get(entry.worker);
+    if (!byScorer) {
+      byScorer = new Map();
+      this.wins.set(entry.worker, byScorer);
+    }
+    byScorer.set(entry.decidedBy, (byScorer.get(entry.decidedBy) ?? 0) + 1);
+  }
+
+  /** Newest first. */
+  last(): RoutingDecision[] {
+    const out: RoutingDecision[] = [];
+    for (let i = 1; i <= this.count; i++)
+      out.push(this.ring[(this.next - i + this.capacity) % this.capacity]!);
+    return out;
+  }
+
+  /** Decisions a worker won, by the scorer that decided them. */
+  winsOf(worker: string): Record<string, number> {
+    return Object.fromEntries(this.wins.get(worker) ?? []);
+  }
+
+  /** A worker left: its counts go. */
+  forget(worker: string): void {
+    this.wins.delete(worker);
+  }
+}

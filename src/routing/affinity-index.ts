@@ -1,0 +1,101 @@
+import { LRUCache } from 'lru-cache';
+
+/**
+ * Which workers were last sent which prompt prefixes, by block hash (prefix-blocks.ts): the
+ * scorer's prefix-affinity source. A bounded LRU with a TTL: each block hash keeps the few
+ * workers most recently sent a prompt through it, newest first. It learns from this gateway's
+ * decisions (`record`) and, where several replicas run, from theirs (`apply`, fed by
+ * src/replicas/affinity-sync.ts): a session's next turn finds the engine of its previous turn
+ * whichever replica routed that one.
+ */
+export interface AffinityOptions {
+  /** Characters per block (an engine block of 16 tokens is about 64 characters of English). */
+  readonly blockChars: number;
+  /** Blocks hashed per prompt, from its start. */
+  readonly maxBlocks: number;
+  /** Block hashes kept (least recently used dropped past it). */
+  readonly maxEntries: number;
+  /** How long a block hash is kept after it was last routed (an engine's cache turns over). */
+  readonly ttlMs: number;
+}
+
+export const AFFINITY_DEFAULTS: AffinityOptions = {
+  blockChars: 128,
+  maxBlocks: 512,
+  maxEntries: 200_000,
+  ttlMs: 600_000,
+};
+
+/** Workers kept per block hash. */
+const WORKERS_PER_BLOCK = 4;
+
+/** Told of each decision this gateway made (not of those applied from other replicas). */
+export type AffinityListener = (hashes: readonly number[], workerId: string) => void;
+
+export class AffinityIndex {
+  readonly options: AffinityOptions;
+  private readonly blocks: LRUCache<number, string[]>;
+  private listener: AffinityListener | undefined;
+
+  constructor(options: Partial<AffinityOptions> = {}, now: () => number = performance.now.bind(performance)) {
+    this.options = { ...AFFINITY_DEFAULTS, ...options };
+    this.blocks = new LRUCache<number, string[]>({
+      max: this.options.maxEntries,
+      ttl: this.options.ttlMs,
+      ttlAutopurge: false,
+      ttlResolution: 0,
+      perf: { now },
+    });
+  }
+
+  /** Block hashes kept now (expired ones may count until they are looked at). */
+  get size(): number {
+    return this.blocks.size;
+  }
+
+  /** Sets the one listener told of local decisions (the replicas' sync). */
+  onRecord(listener: AffinityListener | undefined): void {
+    this.listener = listener;
+  }
+
+  /** Notes that `workerId` was sent a prompt with these block hashes (and tells the listener). */
+  record(hashes: readonly number[], workerId: string): void {
+    if (hashes.length === 0) return;
+    this.apply(hashes, workerId);
+    this.listener?.(hashes, workerId);
+  }
+
+  /** `record` without telling the listener: a decision another replica made. */
+  apply(hashes: readonly number[], workerId: string): void {
+    for (const hash of hashes) {
+      const workers = this.blocks.get(hash);
+      if (workers === undefined) {
+        this.blocks.set(hash, [workerId]);
+        continue;
+      }
+      const at = workers.indexOf(workerId);
+      if (at !== 0) {
+        if (at > 0) workers.splice(at, 1);
+        else if (workers.length >= WORKERS_PER_BLOCK) workers.pop();
+        workers.unshift(workerId);
+      }
+      // Renews its time to live.
+      this.blocks.set(hash, workers);
+    }
+  }
+
+  /**
+   * For each allowed worker, how many of the prompt's blocks it holds from the start: the index
+   * of the deepest block it was sent, plus one. The walk ends at the first block nobody was sent
+   * (a block's hash covers every block before it: none past it can be known).
+   */
+  match(hashes: readonly number[], allowed?: ReadonlySet<string>): Map<string, number> {
+    const depth = new Map<string, number>();
+    for (let i = 0; i < hashes.length; i++) {
+      const workers = this.blocks.get(hashes[i]!, { updateAgeOnGet: false });
+      if (workers === undefined) break;
+      for (const id of workers) if (!allowed || allowed.has(id)) depth.set(id, i + 1);
+    }
+    return depth;
+  }
+}

@@ -1,0 +1,283 @@
+import { AffinityIndex } from './affinity-index.js';
+import { blockHashes } from './prefix-blocks.js';
+import { randomIndex } from './random-index.js';
+import {
+  type Candidate,
+  type CandidateReading,
+  type RandomSource,
+  type RouteContext,
+  type RoutingExplanation,
+  type RoutingPolicy,
+  type SaturationOptions,
+  SCORER_NAMES,
+  type ScorerName,
+  type ScorerOptions,
+  type ScorerWeights,
+} from './types.js';
+
+/**
+ * The scorer policy, after the Kubernetes Gateway API Inference Extension's and llm-d's
+ * schedulers: filters, then weighted scorers, on what the engines report of themselves.
+ *
+ * Filters (the worker picker has already kept the healthy workers whose circuits admit):
+ * - `saturated`: a worker whose reading is stale, whose engine has more than
+ *   `saturation.maxWaiting` requests waiting, or whose KV cache is fuller than
+ *   `saturation.maxKvCacheUsage`. When every candidate is saturated the request waits in the
+ *   gateway (`saturated()`, flow control); if it is sent anyway, all of them are scored.
+ * - `lora`: for a LoRA adapter, workers whose every adapter slot is taken by other adapters,
+ *   while some worker has it loaded or a slot free.
+ *
+ * Scorers, each 0..1 (higher is better), weighted and summed:
+ * - `prefix`: the share of the prompt's blocks the worker was last sent (affinity-index.ts,
+ *   shared by replicas), its engine's prefix cache most likely holds them;
+ * - `queue`: fewer requests waiting on its engine (min-max over the candidates);
+ * - `kvCache`: more of its KV cache free (1 - use);
+ * - `lora`: the adapter asked for is loaded there (running or waiting requests use it);
+ * - `inflight`: fewer of this gateway's own requests in flight there (min-max).
+ *
+ * The best total wins; equal totals are broken at random (the random source is injected). Each
+ * decision is explained (`lastExplanation`): the scorer whose weighted difference between the
+ * winner and the runner-up was largest, the filters' counts, the best candidates' scores.
+ */
+export const SCORER_DEFAULTS: ScorerOptions = {
+  weights: { prefix: 3, queue: 2, kvCache: 1, lora: 5, inflight: 1 },
+  saturation: { maxWaiting: 5, maxKvCacheUsage: 0.9 },
+};
+
+/** Candidates whose scores an explanation lists. */
+const EXPLAINED = 4;
+/** Totals closer than this are equal. */
+const EPSILON = 1e-9;
+
+export type LoraState = 'loaded' | 'free' | 'full' | 'unknown';
+
+/** What the scorer reads of one candidate, once per decision. */
+export interface CandidateView {
+  readonly candidate: Candidate;
+  readonly state: CandidateReading['state'];
+  /** Requests waiting on its engine, with what this gateway sent since the engine was read. */
+  readonly waiting: number;
+  readonly kvCacheUsage: number | undefined;
+  readonly lora: LoraState;
+}
+
+/** Why a view is saturated, or undefined when it is not. */
+export function saturation(view: CandidateView, options: SaturationOptions): string | undefined {
+  if (view.state === 'stale') return 'stale';
+  if (view.waiting > options.maxWaiting) return 'waiting';
+  if (view.kvCacheUsage !== undefined && view.kvCacheUsage > options.maxKvCacheUsage) return 'kv_cache';
+  return undefined;
+}
+
+/** Whether an engine has `adapter` loaded, a free adapter slot, neither, or does not say. */
+export function loraState(reading: CandidateReading, adapter: string): LoraState {
+  const lora = reading.state === 'stale' ? undefined : reading.signals?.lora;
+  if (lora === undefined) return 'unknown';
+  if (lora.running.includes(adapter) || lora.waiting.includes(adapter)) return 'loaded';
+  return lora.running.length < lora.max ? 'free' : 'full';
+}
+
+/** `(max - x) / (max - min)` for each value: 1 for the lowest, 0 for the highest; all 1 when equal. */
+export function lowerIsBetter(values: readonly number[]): number[] {
+  let min = Number.POSITIVE_INFINITY;
+  let max = Number.NEGATIVE_INFINITY;
+  for (const v of values) {
+    if (v < min) min = v;
+    if (v > max) max = v;
+  }
+  const span = max - min;
+  return values.map((v) => (span > 0 ? (max - v) / span : 1));
+}
+
+/** Each scorer's 0..1 score of each view, in the views' order. */
+export function scoreViews(
+  views: readonly CandidateView[],
+  prefixDepth: ReadonlyMap<string, number>,
+  blocks: number,
+): Record<ScorerName, number[]> {
+  const known = views.flatMap((v) => (v.kvCacheUsage === undefined ? [] : [v.kvCacheUsage]));
+  const meanKv = known.length > 0 ? known.reduce((a, b) => a + b, 0) / known.length : 0;
+  return {
+    prefix: views.map((v) => (blocks > 0 ? (prefixDepth.get(v.candidate.id) ?? 0) / blocks : 0)),
+    queue: lowerIsBetter(views.map((v) => v.waiting)),
+    kvCache: views.map((v) => 1 - (v.kvCacheUsage ?? meanKv)),
+    lora: views.map((v) => (v.lora === 'loaded' ? 1 : 0)),
+    inflight: lowerIsBetter(views.map((v) => v.candidate.load)),
+  };
+}
+
+export class ScorerPolicy implements RoutingPolicy {
+  readonly name = 'scorer';
+  readonly options: ScorerOptions;
+  readonly affinity: AffinityIndex;
+  lastExplanation: RoutingExplanation | undefined;
+  /** Per worker: when its engine was last read, and this gateway's load on it then. */
+  private readonly atReading = new Map<string, { scrapedAt: number; load: number }>();
+
+  constructor(
+    options: {
+      weights?: Partial<ScorerWeights> | undefined;
+      saturation?: Partial<SaturationOptions> | undefined;
+    } = {},
+    affinity?: AffinityIndex,
+    private readonly random: RandomSource = Math.random,
+  ) {
+    this.options = {
+      weights: { ...SCORER_DEFAULTS.weights, ...options.weights },
+      saturation: { ...SCORER_DEFAULTS.saturation, ...options.saturation },
+    };
+    this.affinity = affinity ?? new AffinityIndex();
+  }
+
+  saturated(candidates: readonly Candidate[], ctx: RouteContext): boolean {
+    const now = Date.now();
+    const adapter = adapterOf(candidates, ctx.model);
+    for (const c of candidates) {
+      if (saturation(this.view(c, adapter, now), this.options.saturation) === undefined) return false;
+    }
+    return candidates.length > 0;
+  }
+
+  select(candidates: readonly Candidate[], ctx: RouteContext): Candidate {
+    const now = Date.now();
+    const adapter = adapterOf(candidates, ctx.model);
+    const all = candidates.map((c) => this.view(c, adapter, now));
+    const filtered: Record<string, number> = { saturated: 0, lora: 0 };
+    let views = all.filter((v) => saturation(v, this.options.saturation) === undefined);
+    filtered.saturated = all.length - views.length;
+    // Every one saturated (the request could not wait): the least bad of them all.
+    if (views.length === 0) views = all;
+    if (adapter !== undefined && views.some((v) => v.lora === 'loaded' || v.lora === 'free')) {
+      const able = views.filter((v) => v.lora !== 'full');
+      filtered.lora = views.length - able.length;
+      views = able;
+    }
+    const { hashes, depth } = this.prefix(views, ctx);
+    const chosen = this.choose(views, depth, hashes.length, filtered);
+    this.affinity.record(hashes, chosen.id);
+    return chosen;
+  }
+
+  removeWorker(workerId: string): void {
+    this.atReading.delete(workerId);
+  }
+
+  /** The prompt's block hashes, and how deep each view's worker holds them. */
+  private prefix(
+    views: readonly CandidateView[],
+    ctx: RouteContext,
+  ): { hashes: number[]; depth: ReadonlyMap<string, number> } {
+    const text = ctx.text;
+    if (!text) return { hashes: [], depth: new Map() };
+    const { blockChars, maxBlocks } = this.affinity.options;
+    const hashes = blockHashes(ctx.model ?? '', text, blockChars, maxBlocks);
+    const allowed = new Set(views.map((v) => v.candidate.id));
+    return { hashes, depth: this.affinity.match(hashes, allowed) };
+  }
+
+  private choose(
+    views: readonly CandidateView[],
+    depth: ReadonlyMap<string, number>,
+    blocks: number,
+    filtered: Record<string, number>,
+  ): Candidate {
+    const weights = this.options.weights;
+    const scores = scoreViews(views, depth, blocks);
+    const totals = views.map((_, i) => {
+      let total = 0;
+      for (const name of SCORER_NAMES) total += weights[name] * scores[name][i]!;
+      return total;
+    });
+    let best = Number.NEGATIVE_INFINITY;
+    for (const t of totals) if (t > best) best = t;
+    const tied: number[] = [];
+    for (let i = 0; i < totals.length; i++) if (totals[i]! >= best - EPSILON) tied.push(i);
+    const winner = tied.length === 1 ? tied[0]! : tied[randomIndex(this.random, tied.length)]!;
+    const weighted = (i: number): Record<string, number> => {
+      const by: Record<string, number> = {};
+      for (const name of SCORER_NAMES) by[name] = round(weights[name] * scores[name][i]!);
+      return by;
+    };
+    const order = totals
+      .map((_, i) => i)
+      .sort((a, b) => (a === winner ? -1 : b === winner ? 1 : totals[b]! - totals[a]!));
+    this.lastExplanation = {
+      decidedBy: decidedBy(views.length, tied.length, winner, order[1], scores, weights),
+      filtered,
+      scores: order.slice(0, EXPLAINED).map((i) => ({
+        id: views[i]!.candidate.id,
+        total: round(totals[i]!),
+        by: weighted(i),
+      })),
+    };
+    return views[winner]!.candidate;
+  }
+
+  /** One candidate as the scorer sees it now. */
+  private view(c: Candidate, adapter: string | undefined, now: number): CandidateView {
+    const reading: CandidateReading = c.signals?.(now) ?? {
+      state: 'missing',
+      signals: { waiting: 0, running: c.load, kvCacheUsage: undefined, lora: undefined, scrapedAt: now },
+    };
+    const s = reading.signals;
+    let waiting = s?.waiting ?? 0;
+    if (reading.state === 'fresh' && s) {
+      // The engine was read up to an interval ago: what this gateway sent there since (net of
+      // what ended) is counted as waiting until the next reading says otherwise.
+      let mark = this.atReading.get(c.id);
+      if (mark?.scrapedAt !== s.scrapedAt) {
+        mark = { scrapedAt: s.scrapedAt, load: c.load };
+        this.atReading.set(c.id, mark);
+      }
+      waiting = Math.max(0, waiting + c.load - mark.load);
+    }
+    return {
+      candidate: c,
+      state: reading.state,
+      waiting,
+      kvCacheUsage: reading.state === 'stale' ? undefined : s?.kvCacheUsage,
+      lora: adapter === undefined ? 'unknown' : loraState(reading, adapter),
+    };
+  }
+}
+
+/**
+ * The adapter a request asks for: its model, when some candidate lists it as an adapter on
+ * `/v1/models` or its engine reports requests using it.
+ */
+export function adapterOf(candidates: readonly Candidate[], model: string | undefined): string | undefined {
+  if (model === undefined) return undefined;
+  for (const c of candidates) {
+    if (c.adapters?.has(model)) return model;
+    const lora = c.signals?.().signals?.lora;
+    if (lora && (lora.running.includes(model) || lora.waiting.includes(model))) return model;
+  }
+  return undefined;
+}
+
+/** The scorer that set the winner apart from the runner-up most, or how it was chosen otherwise. */
+function decidedBy(
+  count: number,
+  tied: number,
+  winner: number,
+  runnerUp: number | undefined,
+  scores: Record<ScorerName, number[]>,
+  weights: ScorerWeights,
+): string {
+  if (count === 1 || runnerUp === undefined) return 'only_candidate';
+  if (tied > 1) return 'random_tie';
+  let best: ScorerName = SCORER_NAMES[0];
+  let most = Number.NEGATIVE_INFINITY;
+  for (const name of SCORER_NAMES) {
+    const lead = weights[name] * (scores[name][winner]! - scores[name][runnerUp]!);
+    if (lead > most) {
+      most = lead;
+      best = name;
+    }
+  }
+  return best;
+}
+
+function round(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}

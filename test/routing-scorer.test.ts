@@ -1,0 +1,276 @@
+import { describe, expect, it } from 'vitest';
+import {
+  AffinityIndex,
+  blockHashes,
+  type Candidate,
+  type CandidateReading,
+  createPolicy,
+  SCORER_DEFAULTS,
+  ScorerPolicy,
+} from '../src/routing/index.js';
+import { adapterOf, loraState, lowerIsBetter, saturation } from '../src/routing/scorer.js';
+
+function mulberry32(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+interface Engine {
+  waiting?: number;
+  running?: number;
+  kv?: number;
+  lora?: { running: string[]; waiting?: string[]; max: number };
+  state?: CandidateReading['state'];
+  scrapedAt?: number;
+}
+
+/** A candidate whose engine reports `engine` (fresh unless said otherwise). */
+function worker(id: string, engine: Engine = {}, load = 0, adapters?: Map<string, string>): Candidate {
+  const reading: CandidateReading = {
+    state: engine.state ?? 'fresh',
+    signals: {
+      waiting: engine.waiting ?? 0,
+      running: engine.running ?? 0,
+      kvCacheUsage: engine.kv,
+      lora: engine.lora ? { waiting: [], ...engine.lora } : undefined,
+      scrapedAt: engine.scrapedAt ?? 1,
+    },
+  };
+  return { id, load, signals: () => reading, ...(adapters ? { adapters } : {}) };
+}
+
+/** Only one scorer counts. */
+function only(name: keyof typeof SCORER_DEFAULTS.weights, extra: Partial<typeof SCORER_DEFAULTS.weights> = {}) {
+  return { prefix: 0, queue: 0, kvCache: 0, lora: 0, inflight: 0, [name]: 1, ...extra };
+}
+
+const SYSTEM = 'You are a helpful assistant who answers in full sentences. '.repeat(20);
+
+describe('prefix blocks', () => {
+  it('share the hashes of the blocks two prompts share, and no more', () => {
+    const a = blockHashes('m', `${SYSTEM}${'first question '.repeat(10)}`, 64, 100);
+    const b = blockHashes('m', `${SYSTEM}${'another question '.repeat(10)}`, 64, 100);
+    const shared = Math.floor(SYSTEM.length / 64);
+    expect(a.length).toBeGreaterThan(shared);
+    expect(a.slice(0, shared)).toEqual(b.slice(0, shared));
+    expect(a[shared]).not.toBe(b[shared]);
+    for (const h of a) expect(Number.isSafeInteger(h)).toBe(true);
+  });
+
+  it('count whole blocks only, at most maxBlocks, and depend on the model', () => {
+    expect(blockHashes('m', 'x'.repeat(63), 64, 100)).toEqual([]);
+    expect(blockHashes('m', 'x'.repeat(640), 64, 100)).toHaveLength(10);
+    expect(blockHashes('m', 'x'.repeat(640), 64, 3)).toHaveLength(3);
+    expect(blockHashes('a', SYSTEM, 64, 1)).not.toEqual(blockHashes('b', SYSTEM, 64, 1));
+  });
+});
+
+describe('the affinity index', () => {
+  it('says how deep each worker holds a prompt, stopping at the first block nobody holds', () => {
+    const index = new AffinityIndex({ blockChars: 64 });
+    const h = blockHashes('m', SYSTEM, 64, 100);
+    index.record(h.slice(0, 5), 'w1');
+    index.record(h.slice(0, 2), 'w2');
+    index.record(h.slice(7, 9), 'w3'); // past a gap: unreachable
+    expect(Object.fromEntries(index.match(h))).toEqual({ w1: 5, w2: 2 });
+    expect(Object.fromEntries(index.match(h, new Set(['w2', 'w3'])))).toEqual({ w2: 2 });
+  });
+
+  it('keeps the four workers most recently sent a block', () => {
+    const index = new AffinityIndex();
+    for (const id of ['a', 'b', 'c', 'd', 'e']) index.record([42], id);
+    expect([...index.match([42]).keys()].sort()).toEqual(['b', 'c', 'd', 'e']);
+    index.record([42], 'b');
+    index.record([42], 'f');
+    expect([...index.match([42]).keys()].sort()).toEqual(['b', 'd', 'e', 'f']);
+  });
+
+  it('forgets a block after its TTL, and the least recently used past maxEntries', () => {
+    let now = 5000;
+    const index = new AffinityIndex({ ttlMs: 1000, maxEntries: 3 }, () => now);
+    index.record([1], 'w');
+    now = 5999;
+    expect(index.match([1]).get('w')).toBe(1);
+    now = 6001;
+    expect(index.match([1]).size).toBe(0);
+    index.record([1, 2, 3, 4], 'w');
+    expect(index.size).toBe(3);
+    expect(index.match([2, 3, 4]).get('w')).toBe(3);
+  });
+
+  it('tells its listener of recorded decisions, not of applied ones', () => {
+    const index = new AffinityIndex();
+    const told: string[] = [];
+    index.onRecord((hashes, id) => told.push(`${id}:${hashes.length}`));
+    index.record([1, 2], 'here');
+    index.apply([3], 'there');
+    expect(told).toEqual(['here:2']);
+    expect(index.match([3]).get('there')).toBe(1);
+  });
+});
+
+describe('the scorer filters', () => {
+  const options = { maxWaiting: 5, maxKvCacheUsage: 0.9 };
+  const view = (over: object) => ({
+    candidate: { id: 'w', load: 0 },
+    state: 'fresh' as const,
+    waiting: 0,
+    kvCacheUsage: undefined,
+    lora: 'unknown' as const,
+    ...over,
+  });
+
+  it('call a worker saturated when its reading is stale, its queue or its KV cache is past the bound', () => {
+    expect(saturation(view({}), options)).toBeUndefined();
+    expect(saturation(view({ state: 'stale' }), options)).toBe('stale');
+    expect(saturation(view({ waiting: 5 }), options)).toBeUndefined();
+    expect(saturation(view({ waiting: 6 }), options)).toBe('waiting');
+    expect(saturation(view({ kvCacheUsage: 0.9 }), options)).toBeUndefined();
+    expect(saturation(view({ kvCacheUsage: 0.91 }), options)).toBe('kv_cache');
+  });
+
+  it('leave saturated workers out, and say the fleet is saturated when all are', () => {
+    const policy = new ScorerPolicy({}, undefined, mulberry32(1));
+    const fleet = [worker('a', { waiting: 9 }), worker('b', { state: 'stale' }), worker('c', { kv: 0.97 })];
+    expect(policy.saturated(fleet, {})).toBe(true);
+    const withRoom = [...fleet, worker('d', { waiting: 4 })];
+    expect(policy.saturated(withRoom, {})).toBe(false);
+    for (let i = 0; i < 20; i++) expect(policy.select(withRoom, {}).id).toBe('d');
+    expect(policy.lastExplanation?.filtered.saturated).toBe(3);
+  });
+
+  it('count what the gateway sent since the engine was read as waiting there', () => {
+    const policy = new ScorerPolicy({ saturation: { maxWaiting: 5 } });
+    let load = 0;
+    const reading: CandidateReading = {
+      state: 'fresh',
+      signals: { waiting: 3, running: 8, kvCacheUsage: 0.2, lora: undefined, scrapedAt: 100 },
+    };
+    const c: Candidate = {
+      id: 'w',
+      get load() {
+        return load;
+      },
+      signals: () => reading,
+    };
+    expect(policy.saturated([c], {})).toBe(false); // marks load 0 at this reading
+    load = 2;
+    expect(policy.saturated([c], {})).toBe(false); // 3 + 2
+    load = 3;
+    expect(policy.saturated([c], {})).toBe(true); // 3 + 3 > 5
+    load = 1; // two of them ended
+    expect(policy.saturated([c], {})).toBe(false);
+  });
+
+  it('take a LoRA adapter to workers that have it loaded or a slot free, not to full ones', () => {
+    const reading = (lora: Engine['lora']) => worker('x', { lora }).signals!();
+    expect(loraState(reading({ running: ['a'], max: 2 }), 'a')).toBe('loaded');
+    expect(loraState(reading({ running: [], waiting: ['a'], max: 1 }), 'a')).toBe('loaded');
+    expect(loraState(reading({ running: ['b'], max: 2 }), 'a')).toBe('free');
+    expect(loraState(reading({ running: ['b', 'c'], max: 2 }), 'a')).toBe('full');
+    expect(loraState(reading(undefined), 'a')).toBe('unknown');
+    const policy = new ScorerPolicy({ weights: only('inflight') }, undefined, mulberry32(2));
+    const listed = new Map([['a', 'base']]);
+    const fleet = [
+      worker('full', { lora: { running: ['b', 'c'], max: 2 } }, 0, listed),
+      worker('free', { lora: { running: ['b'], max: 2 } }, 5, listed),
+    ];
+    // The full worker is idle, the one with a free slot is busy: the slot wins.
+    expect(policy.select(fleet, { model: 'a' }).id).toBe('free');
+    expect(policy.lastExplanation?.filtered.lora).toBe(1);
+    // A base-model request is no adapter's: no LoRA filter.
+    expect(adapterOf(fleet, 'base')).toBeUndefined();
+    expect(policy.select(fleet, { model: 'base' }).id).toBe('full');
+  });
+
+  it('know an adapter from /v1/models (adapters) as well as from the signals', () => {
+    const listed = worker('w', {}, 0, new Map([['sql-lora', 'llama']]));
+    expect(adapterOf([listed], 'sql-lora')).toBe('sql-lora');
+    expect(adapterOf([listed], 'llama')).toBeUndefined();
+    expect(adapterOf([worker('v', { lora: { running: ['x'], max: 1 } })], 'x')).toBe('x');
+  });
+});
+
+describe('the scorers', () => {
+  it('prefix: a prompt goes where its prefix was sent, decided by prefix', () => {
+    const policy = new ScorerPolicy({ weights: only('prefix') }, new AffinityIndex({ blockChars: 64 }));
+    const fleet = [worker('a'), worker('b'), worker('c')];
+    const first = policy.select(fleet, { text: `${SYSTEM}q1`, model: 'm' });
+    for (let i = 2; i < 10; i++) {
+      expect(policy.select(fleet, { text: `${SYSTEM}q${i}`, model: 'm' }).id).toBe(first.id);
+      expect(policy.lastExplanation?.decidedBy).toBe('prefix');
+    }
+    // Another model's identical prompt has no affinity yet.
+    policy.select(fleet, { text: `${SYSTEM}q1`, model: 'other' });
+    expect(policy.lastExplanation?.decidedBy).toBe('random_tie');
+  });
+
+  it('queue: the engine with the fewest requests waiting', () => {
+    const policy = new ScorerPolicy({ weights: only('queue') });
+    const fleet = [worker('a', { waiting: 4 }), worker('b', { waiting: 1 }), worker('c', { waiting: 3 })];
+    expect(policy.select(fleet, {}).id).toBe('b');
+    expect(policy.lastExplanation?.decidedBy).toBe('queue');
+  });
+
+  it('kvCache: the engine with the most KV cache free', () => {
+    const policy = new ScorerPolicy({ weights: only('kvCache') });
+    const fleet = [worker('a', { kv: 0.7 }), worker('b', { kv: 0.2 }), worker('c', { kv: 0.5 })];
+    expect(policy.select(fleet, {}).id).toBe('b');
+    expect(policy.lastExplanation?.decidedBy).toBe('kvCache');
+  });
+
+  it('lora: the engine that has the adapter loaded', () => {
+    const policy = new ScorerPolicy({ weights: only('lora') });
+    const fleet = [
+      worker('a', { lora: { running: ['x'], max: 4 } }),
+      worker('b', { lora: { running: ['sql'], max: 4 } }),
+      worker('c', { lora: { running: [], max: 4 } }),
+    ];
+    expect(policy.select(fleet, { model: 'sql' }).id).toBe('b');
+    expect(policy.lastExplanation?.decidedBy).toBe('lora');
+  });
+
+  it('inflight: the worker with the fewest of this gateway’s requests', () => {
+    const policy = new ScorerPolicy({ weights: only('inflight') });
+    const fleet = [worker('a', {}, 3), worker('b', {}, 7), worker('c', {}, 1)];
+    expect(policy.select(fleet, {}).id).toBe('c');
+    expect(policy.lastExplanation?.decidedBy).toBe('inflight');
+  });
+
+  it('weighs them: a long queue outweighs a prefix match when its weight is higher, not otherwise', () => {
+    const index = new AffinityIndex({ blockChars: 64 });
+    const text = `${SYSTEM}question`;
+    index.record(blockHashes('m', text, 64, 512), 'busy');
+    const fleet = [worker('busy', { waiting: 5 }), worker('idle', { waiting: 0 })];
+    const prefixFirst = new ScorerPolicy({ weights: only('prefix', { queue: 0.5 }) }, index);
+    expect(prefixFirst.select(fleet, { text, model: 'm' }).id).toBe('busy');
+    expect(prefixFirst.lastExplanation?.decidedBy).toBe('prefix');
+    const queueFirst = new ScorerPolicy({ weights: only('prefix', { queue: 2 }) }, index);
+    expect(queueFirst.select(fleet, { text, model: 'm' }).id).toBe('idle');
+    expect(queueFirst.lastExplanation?.decidedBy).toBe('queue');
+    expect(queueFirst.lastExplanation?.scores[0]).toMatchObject({ id: 'idle', by: { queue: 2 } });
+  });
+
+  it('breaks ties at random: every tied worker, reproducibly from the seed', () => {
+    const fleet = [worker('a', {}, 1), worker('b', {}, 1), worker('c', {}, 1), worker('d', {}, 9)];
+    const picks = (seed: number) => {
+      const policy = createPolicy('scorer', { random: mulberry32(seed) });
+      return Array.from({ length: 60 }, () => policy.select(fleet, {}).id);
+    };
+    const run = picks(7);
+    expect(new Set(run)).toEqual(new Set(['a', 'b', 'c']));
+    expect(picks(7)).toEqual(run);
+    expect(picks(8)).not.toEqual(run);
+  });
+
+  it('min-max normalises lower-is-better values', () => {
+    expect(lowerIsBetter([2, 4, 6])).toEqual([1, 0.5, 0]);
+    expect(lowerIsBetter([3, 3])).toEqual([1, 1]);
+  });
+});
