@@ -5,7 +5,7 @@ import {
   type Candidate,
   type CandidateReading,
   createPolicy,
-  SCORER_DEFAULTS,
+  type SCORER_DEFAULTS,
   ScorerPolicy,
 } from '../src/routing/index.js';
 import { adapterOf, loraState, lowerIsBetter, saturation } from '../src/routing/scorer.js';
@@ -46,7 +46,10 @@ function worker(id: string, engine: Engine = {}, load = 0, adapters?: Map<string
 }
 
 /** Only one scorer counts. */
-function only(name: keyof typeof SCORER_DEFAULTS.weights, extra: Partial<typeof SCORER_DEFAULTS.weights> = {}) {
+function only(
+  name: keyof typeof SCORER_DEFAULTS.weights,
+  extra: Partial<typeof SCORER_DEFAULTS.weights> = {},
+) {
   return { prefix: 0, queue: 0, kvCache: 0, lora: 0, inflight: 0, [name]: 1, ...extra };
 }
 
