@@ -8,6 +8,7 @@ import { ModelSettings } from './config/model-settings.js';
 import type { SluiceConfig } from './config/schema.js';
 import { KubernetesDiscovery } from './discovery/kubernetes.js';
 import { Dispatcher } from './dispatch/dispatcher.js';
+import { FlowControl } from './dispatch/flow-control.js';
 import { Router } from './dispatch/router.js';
 import { ClientClosed, DispatcherClosed } from './errors/stream-errors.js';
 import { createLogger, type Logger } from './observability/logger.js';
@@ -46,6 +47,8 @@ export class Gateway {
   private readonly orphans: OrphanSweeper | undefined;
   /** Reads the workers' engine metrics (`Worker.signals()`). */
   readonly signals: SignalScraper;
+  /** Requests waiting while every worker of a scorer-routed model is saturated (off: undefined). */
+  readonly flow: FlowControl | undefined;
   private closed = false;
 
   constructor(
@@ -57,7 +60,10 @@ export class Gateway {
     const settings = new ModelSettings(config);
     const router = new Router(config, settings);
     const registry = new WorkerRegistry(config, {
-      onRemoved: (worker) => router.removeWorker(worker.id),
+      onRemoved: (worker) => {
+        router.removeWorker(worker.id);
+        metrics.decisions.forget(worker.id);
+      },
       onCircuitChange: (worker, state, model) => {
         const label = model === undefined ? '' : metrics.modelLabel(model);
         metrics.circuitTransitions.inc({ worker: worker.id, model: label, state });
@@ -82,7 +88,29 @@ export class Gateway {
       metrics.signalScrapeFailures.inc({ worker: worker.id, cause }),
     );
     const requests = new RequestRegistry();
-    const dispatcher = new Dispatcher(config, settings, registry, router, requests, health, metrics, log);
+    this.flow = config.flow.enabled
+      ? new FlowControl(
+          {
+            classes: config.flow.classes,
+            defaultPriority: config.flow.classes.indexOf(config.flow.defaultClass),
+            maxWaitMs: config.flow.maxWaitMs,
+            maxQueued: config.flow.maxQueued,
+            pollMs: config.flow.pollMs,
+          },
+          metrics,
+        )
+      : undefined;
+    const dispatcher = new Dispatcher(
+      config,
+      settings,
+      registry,
+      router,
+      requests,
+      health,
+      metrics,
+      log,
+      this.flow,
+    );
     const store = openStore(config, (operation) =>
       metrics.storeRetries.inc({ backend: 'postgres', operation }),
     );
@@ -206,6 +234,7 @@ export class Gateway {
     this.lifecycle.draining = true;
     this.context.health.stop();
     this.signals.stop();
+    this.flow?.close();
     await this.discovery?.stop();
     if (this.context.requests.size > 0) {
       this.context.requests.closeAll(

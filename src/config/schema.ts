@@ -302,6 +302,70 @@ export const configSchema = z.strictObject({
         .prefault({}),
     })
     .prefault({}),
+  /**
+   * Flow control (README "Flow control"): when every worker of a model routed by the scorer is
+   * saturated, its requests wait in the gateway, by priority class, fair between tenants within
+   * a class, each until its own queue deadline.
+   */
+  flow: z
+    .strictObject({
+      enabled: z.boolean().default(true),
+      /** Priority classes, highest first. */
+      classes: z
+        .array(z.string().regex(/^[a-z][a-z0-9_-]*$/, 'a lower-case name'))
+        .min(1)
+        .max(16)
+        .default(['high', 'normal', 'low']),
+      /** The class of a request whose key has none (and of every request without keys). */
+      defaultClass: z.string().default('normal'),
+      /** Per API key (its id `key_…` or its name): the highest class its requests may have, their default. */
+      keys: z.record(z.string().min(1), z.strictObject({ priority: z.string() })).default({}),
+      /** The header a request may lower its class with (a higher one than its key's is lowered to its key's). */
+      priorityHeader: z.string().min(1).default('x-sluice-priority'),
+      /** The header a request may shorten its queue deadline with, in ms. */
+      maxWaitHeader: z.string().min(1).default('x-sluice-max-wait-ms'),
+      /**
+       * Without API keys: the header that names a request's tenant (fairness is between tenants).
+       * With keys the tenant is the key, and this header is not read.
+       */
+      tenantHeader: z.string().min(1).optional(),
+      /** A request's queue deadline, unless its class sets another or its header a shorter one. */
+      maxWaitMs: positiveInt.default(30_000),
+      /** Per class: its queue deadline. */
+      classMaxWaitMs: z.record(z.string(), positiveInt).default({}),
+      /** Requests waiting per model at most; past it a request is refused at once. */
+      maxQueued: positiveInt.default(10_000),
+      /** How often a waiting queue looks at the workers again (besides when a request ends). */
+      pollMs: positiveInt.default(25),
+      /** With `redis.url`: how often a replica publishes its tenants' requests in flight and its queues, and reads the others'. */
+      shareIntervalMs: positiveInt.default(250),
+    })
+    .prefault({})
+    .superRefine((f, ctx) => {
+      const known = new Set(f.classes);
+      if (known.size !== f.classes.length)
+        ctx.addIssue({ code: 'custom', message: 'flow.classes has a class twice', path: ['classes'] });
+      if (!known.has(f.defaultClass))
+        ctx.addIssue({
+          code: 'custom',
+          message: `flow.defaultClass '${f.defaultClass}' is not one of flow.classes (${f.classes.join(', ')})`,
+          path: ['defaultClass'],
+        });
+      for (const [key, { priority }] of Object.entries(f.keys))
+        if (!known.has(priority))
+          ctx.addIssue({
+            code: 'custom',
+            message: `flow.keys.${key}.priority '${priority}' is not one of flow.classes`,
+            path: ['keys', key, 'priority'],
+          });
+      for (const name of Object.keys(f.classMaxWaitMs))
+        if (!known.has(name))
+          ctx.addIssue({
+            code: 'custom',
+            message: `flow.classMaxWaitMs.${name} is not one of flow.classes`,
+            path: ['classMaxWaitMs', name],
+          });
+    }),
   health: z
     .strictObject({
       intervalMs: positiveInt.default(5_000),

@@ -25,6 +25,8 @@ export class Attempt implements InFlightRequest {
   stream: EngineStream | undefined;
   /** This attempt's client span (tracing on and the request sampled), ended on release. */
   span: AttemptTrace | undefined;
+  /** Called once on release (flow control's count of the tenant's requests in flight). */
+  onRelease: (() => void) | undefined;
   private released = false;
 
   constructor(
@@ -71,6 +73,7 @@ export class Attempt implements InFlightRequest {
     this.registry.unregister(this.requestId);
     this.worker.rankEnded(this.rank);
     this.worker.limiter.release();
+    this.onRelease?.();
     const own = this.worker.breaker;
     const model = this.worker.modelBreaker(this.model);
     if (outcome === 'success') {

@@ -26,6 +26,7 @@ import type { Worker } from '../workers/worker.js';
 import { Attempt } from './attempt.js';
 import { classifyRequestError, isUnreachable, outcomeOf } from './classify-upstream-error.js';
 import { FallbackChain } from './fallback-chain.js';
+import type { FlowControl, FlowTicket } from './flow-control.js';
 import { BodyTooLarge, failedFinishOf, readBounded, readLimited } from './read-body.js';
 import type { Router } from './router.js';
 import type { CompletedResponse, DispatchRequest, OpenedStream, ResumePlan } from './types.js';
@@ -52,6 +53,8 @@ export class Dispatcher {
     private readonly health: HealthChecker,
     private readonly metrics: GatewayMetrics,
     private readonly log: Logger,
+    /** Flow control: requests wait here while every worker of a scorer-routed model is saturated. */
+    readonly flow?: FlowControl,
   ) {
     this.chain = new FallbackChain(this, settings, metrics, log, config.limits.maxBodyBytes);
     this.picker = new WorkerPicker(router, metrics, log);
@@ -334,6 +337,41 @@ export class Dispatcher {
     n: number,
     routing: RoutingTrace | undefined,
   ): Attempt | Promise<Attempt> {
+    // A first attempt waits in the gateway while every worker it could go to is saturated.
+    const flow = this.flow;
+    if (n === 0 && flow && this.router.judgesSaturation(req.model)) {
+      const ticket = this.ticketOf(req);
+      const waiting = flow.enter(req.model, ticket, req.signal, () =>
+        this.picker.fleetSaturated(req, this.registry.forModel(req.model)),
+      );
+      if (waiting)
+        return waiting.then((ms) => {
+          routing?.waited(ms, flow.options.classes[ticket.priority] ?? String(ticket.priority));
+          return this.pickAndAcquire(req, tried, silent, n, routing);
+        });
+    }
+    return this.pickAndAcquire(req, tried, silent, n, routing);
+  }
+
+  /** The request's flow ticket, its queue deadline within what is left of its one budget. */
+  private ticketOf(req: DispatchRequest): FlowTicket {
+    const options = this.flow!.options;
+    const ticket = req.flow ?? {
+      tenant: '',
+      priority: options.defaultPriority,
+      maxWaitMs: options.maxWaitMs,
+    };
+    const left = Math.max(1, Math.floor(this.deadlineOf(req) - performance.now()));
+    return left < ticket.maxWaitMs ? { ...ticket, maxWaitMs: left } : ticket;
+  }
+
+  private pickAndAcquire(
+    req: DispatchRequest,
+    tried: ReadonlySet<string> | undefined,
+    silent: ReadonlySet<string> | undefined,
+    n: number,
+    routing: RoutingTrace | undefined,
+  ): Attempt | Promise<Attempt> {
     const serving = this.registry.forModel(req.model);
     // The usual case first: a first attempt with nothing excluded, every worker of the model
     // healthy, admitting and with a free slot; the filters below would keep all of them.
@@ -371,6 +409,8 @@ export class Dispatcher {
     }
     const requestId = n === 0 ? req.requestId : `${req.requestId}-retry${n}`;
     const attempt = new Attempt(req.api, worker, requestId, rank, n, this.requests, req.model);
+    if (this.flow && this.router.judgesSaturation(req.model))
+      attempt.onRelease = this.flow.started(req.model, req.flow?.tenant ?? '');
     try {
       this.requests.register(attempt);
     } catch (err) {

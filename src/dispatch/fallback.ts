@@ -1,5 +1,11 @@
 import type { SluiceError } from '../errors/base.js';
-import { ClientDisconnected, NoWorkerAvailable, QueueFull, QueueTimeout } from '../errors/http-errors.js';
+import {
+  ClientDisconnected,
+  FleetSaturated,
+  NoWorkerAvailable,
+  QueueFull,
+  QueueTimeout,
+} from '../errors/http-errors.js';
 import { StreamDeadlineExceeded, StreamIdleTimeout } from '../errors/stream-errors.js';
 import {
   ContextLengthExceeded,
@@ -51,7 +57,12 @@ export function fallbackReason(error: SluiceError): FallbackReason | undefined {
   }
   if (error instanceof UpstreamConnectError) return 'unreachable';
   if (error instanceof UpstreamHeadersTimeout || error instanceof StreamIdleTimeout) return 'timeout';
-  if (error instanceof NoWorkerAvailable || error instanceof QueueFull || error instanceof QueueTimeout)
+  if (
+    error instanceof NoWorkerAvailable ||
+    error instanceof QueueFull ||
+    error instanceof QueueTimeout ||
+    error instanceof FleetSaturated
+  )
     return 'no_worker';
   return error.retryable ? 'upstream_error' : undefined;
 }

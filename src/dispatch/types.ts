@@ -6,6 +6,7 @@ import type { RouteContext } from '../routing/types.js';
 import type { BufferingSink } from '../streams/buffering-sink.js';
 import type { EngineStream } from '../streams/engine-stream.js';
 import type { Attempt } from './attempt.js';
+import type { FlowTicket } from './flow-control.js';
 
 /** The shapes of dispatching: a request to the engines, what it opens or answers, and how a stream resumes. */
 
@@ -39,6 +40,8 @@ export interface DispatchRequest {
   fallbacks?: readonly string[] | undefined;
   /** When the request's one budget ends (`performance.now()` clock); its own model's deadline when unset. */
   deadlineAt?: number | undefined;
+  /** Its tenant, priority class and queue deadline, for flow control (defaults when unset). */
+  flow?: FlowTicket | undefined;
 }
 
 export interface OpenedStream {

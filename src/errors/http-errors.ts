@@ -57,6 +57,33 @@ export class QueueTimeout extends SluiceError {
   }
 }
 
+/**
+ * Every worker of the model is saturated (flow control) and the request's queue deadline passed
+ * while it waited in the gateway, or would have (the queue ahead of it, at the rate requests
+ * leave it), or the gateway's queue for the model is full.
+ */
+export class FleetSaturated extends SluiceError {
+  readonly code = 'fleet_saturated';
+  readonly retryable = true;
+  override readonly status = 503;
+  override readonly type = 'service_unavailable_error' as const;
+  constructor(
+    readonly model: string,
+    /** How long it waited (0: refused at once). */
+    readonly waitedMs: number,
+    readonly retryAfterSeconds: number,
+    reason: string,
+  ) {
+    super(`Every worker of model '${model}' is saturated: ${reason}.`);
+  }
+  override headers(): Record<string, string> {
+    return { 'retry-after': String(this.retryAfterSeconds) };
+  }
+  override details(): Record<string, unknown> {
+    return { waited_ms: Math.round(this.waitedMs) };
+  }
+}
+
 /** The gateway is draining for shutdown: it takes no new requests. */
 export class GatewayShuttingDown extends SluiceError {
   readonly code = 'gateway_shutting_down';

@@ -18,7 +18,7 @@ export interface AnthropicErrorBody {
 }
 
 /** Anthropic answers "overloaded" with 529: sluice does too when no worker can take a request. */
-const OVERLOADED_CODES = new Set(['no_worker_available', 'queue_full', 'queue_timeout']);
+const OVERLOADED_CODES = new Set(['no_worker_available', 'queue_full', 'queue_timeout', 'fleet_saturated']);
 
 /** The Anthropic status of a sluice error: its own, except 529 for a gateway with no room. */
 export function anthropicStatus(error: SluiceError): number {

@@ -9,6 +9,7 @@ import type { PipelineContext } from './context.js';
 import { endFailedRequest, endRelayedStream } from './end-request.js';
 import type { ApiHandler, ApiReply, ApiRequest } from './exchange.js';
 import { checkedFallbacks } from './fallbacks.js';
+import { flowTicket } from './flow-ticket.js';
 import { headerForwarder } from './forwarded-headers.js';
 import type { GenerationFront, Translation } from './front.js';
 import { relayStream, type StreamEncoder } from './relay.js';
@@ -100,6 +101,7 @@ function prepare(
     receivedAt: performance.now(),
     trace: observer.trace,
     fallbacks: checkedFallbacks(ctx, grant, translation.fallbacks),
+    flow: flowTicket(ctx.config, grant, request.headers),
   };
   // A resumable stream keeps its body (a continuation is built from it); others keep none.
   const plan = dispatch.stream

@@ -10,6 +10,7 @@ import { admitRequest } from './admit.js';
 import type { PipelineContext } from './context.js';
 import { countRunEnd, endClientGone, endFailedRequest } from './end-request.js';
 import { checkedFallbacks } from './fallbacks.js';
+import { flowTicket } from './flow-ticket.js';
 import { headerForwarder } from './forwarded-headers.js';
 import { headerValue, parseResumeHeader } from './request-headers.js';
 import { observeRequest, type RequestObserver } from './request-observer.js';
@@ -96,6 +97,7 @@ async function create(
       requestId: channel.requestId,
       wantsText: ctx.router.wantsText(request.model),
       hashKey: headerValue(channel.headers, ctx.config.routing.hashHeader),
+      flow: flowTicket(ctx.config, grant, channel.headers),
       resume: parseResumeHeader(channel.headers['x-sluice-resume']),
       onUsage: (usage) => {
         trace?.usage(usage);

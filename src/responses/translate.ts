@@ -2,6 +2,7 @@ import { chatPromptText } from '../chat/request-schema.js';
 import { mcpSettingsSchema } from '../config/schema.js';
 import type { DispatchRequest } from '../dispatch/dispatcher.js';
 import type { Engine } from '../dispatch/engine.js';
+import type { FlowTicket } from '../dispatch/flow-control.js';
 import type { ResumableStream, ResumePlan } from '../dispatch/resumable-stream.js';
 import { UnmatchedCallOutput } from '../errors/request-content-errors.js';
 import { InvalidValue } from '../errors/request-errors.js';
@@ -25,6 +26,8 @@ export interface CreateCall {
   /** Whether the model's routing policy wants the prompt text (cache_aware). */
   wantsText: boolean;
   hashKey: string | undefined;
+  /** Its tenant, priority class and queue deadline (flow control). */
+  flow?: FlowTicket | undefined;
   /** The request's X-Sluice-Resume override. */
   resume: boolean | undefined;
   /** Sees the final usage (for the calling key's counters), once the response has ended. */
@@ -103,6 +106,7 @@ export class ResponseTranslator {
       receivedAt: call.receivedAt,
       trace: call.trace,
       fallbacks: call.fallbacks,
+      flow: call.flow,
     };
     return {
       response,

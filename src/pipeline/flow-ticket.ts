@@ -1,0 +1,65 @@
+import type { IncomingHttpHeaders } from 'node:http';
+import type { Grant } from '../auth/access-control.js';
+import type { SluiceConfig } from '../config/schema.js';
+import type { FlowTicket } from '../dispatch/flow-control.js';
+import { InvalidValue } from '../errors/request-errors.js';
+import { headerValue } from './request-headers.js';
+
+type FlowSettings = SluiceConfig['flow'];
+
+/** The class indexes of a `flow` section, read once. */
+const indexes = new WeakMap<FlowSettings, ReadonlyMap<string, number>>();
+
+function classIndex(flow: FlowSettings): ReadonlyMap<string, number> {
+  let map = indexes.get(flow);
+  if (!map) {
+    map = new Map(flow.classes.map((name, i) => [name, i]));
+    indexes.set(flow, map);
+  }
+  return map;
+}
+
+/**
+ * A request's flow-control ticket (dispatch/flow-control.ts): its tenant (its API key; without
+ * keys, the value of `flow.tenantHeader` when set), its priority class (its key's in `flow.keys`,
+ * by id or name, else `flow.defaultClass`; the request's `flow.priorityHeader` may lower it, never
+ * raise it), and its queue deadline (its class's, which `flow.maxWaitHeader` may shorten).
+ * Throws InvalidValue (400) for a header naming no class or no positive number of ms.
+ */
+export function flowTicket(
+  config: Pick<SluiceConfig, 'flow'>,
+  grant: Grant | undefined,
+  headers: IncomingHttpHeaders,
+): FlowTicket {
+  const flow = config.flow;
+  const classes = classIndex(flow);
+  const key = grant?.key;
+  const own =
+    key === undefined ? undefined : (flow.keys[key.id] ?? (key.name ? flow.keys[key.name] : undefined));
+  let priority = classes.get(own?.priority ?? flow.defaultClass)!;
+  const asked = headerValue(headers, flow.priorityHeader)?.trim().toLowerCase();
+  if (asked !== undefined && asked !== '') {
+    const index = classes.get(asked);
+    if (index === undefined)
+      throw new InvalidValue(
+        `${flow.priorityHeader} must be one of ${flow.classes.join(', ')}, got '${asked.slice(0, 64)}'.`,
+        flow.priorityHeader,
+      );
+    // A request may lower its class, not raise it past its key's.
+    priority = Math.max(priority, index);
+  }
+  let maxWaitMs = flow.classMaxWaitMs[flow.classes[priority]!] ?? flow.maxWaitMs;
+  const wait = headerValue(headers, flow.maxWaitHeader);
+  if (wait !== undefined) {
+    const ms = Number(wait.trim());
+    if (wait.trim() === '' || !Number.isSafeInteger(ms) || ms <= 0)
+      throw new InvalidValue(
+        `${flow.maxWaitHeader} must be a positive whole number of milliseconds, got '${wait.slice(0, 64)}'.`,
+        flow.maxWaitHeader,
+      );
+    maxWaitMs = Math.min(maxWaitMs, ms);
+  }
+  const tenant =
+    key?.id ?? (flow.tenantHeader === undefined ? '' : (headerValue(headers, flow.tenantHeader) ?? ''));
+  return { tenant, priority, maxWaitMs };
+}

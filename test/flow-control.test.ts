@@ -1,0 +1,222 @@
+import { describe, expect, it } from 'vitest';
+import { FlowControl, type FlowPeers, type FlowTicket } from '../src/dispatch/flow-control.js';
+import { ClientDisconnected, FleetSaturated } from '../src/errors/http-errors.js';
+import { GatewayMetrics } from '../src/observability/metrics.js';
+
+const CLASSES = ['high', 'normal', 'low'];
+
+function flow(options: Partial<FlowControl['options']> = {}, peers?: FlowPeers): FlowControl {
+  return new FlowControl(
+    { classes: CLASSES, defaultPriority: 1, maxWaitMs: 10_000, maxQueued: 100, pollMs: 5, ...options },
+    new GatewayMetrics(false),
+    peers,
+  );
+}
+
+const ticket = (tenant: string, klass = 'normal', maxWaitMs = 10_000): FlowTicket => ({
+  tenant,
+  priority: CLASSES.indexOf(klass),
+  maxWaitMs,
+});
+
+/** A fleet that is saturated until opened, then takes one request at a time. */
+class Fleet {
+  open = false;
+  busy = false;
+  saturated = () => !this.open || this.busy;
+}
+
+const turn = () => new Promise((resolve) => setImmediate(resolve));
+
+describe('flow control', () => {
+  it('lets a request through at once when the fleet has room and nobody waits', () => {
+    const control = flow();
+    expect(control.enter('m', ticket('a'), new AbortController().signal, () => false)).toBeUndefined();
+  });
+
+  it('lets the waiting go by class, highest first, and in order of arrival within a tenant', async () => {
+    const control = flow();
+    const fleet = new Fleet();
+    const order: string[] = [];
+    const signal = new AbortController().signal;
+    const send = (name: string, t: FlowTicket) =>
+      control.enter('m', t, signal, fleet.saturated)!.then(() => {
+        order.push(name);
+        // It holds the fleet until the test lets it finish.
+        fleet.busy = true;
+      });
+    const all = [
+      send('low-1', ticket('x', 'low')),
+      send('normal-1', ticket('x', 'normal')),
+      send('high-1', ticket('x', 'high')),
+      send('low-2', ticket('x', 'low')),
+      send('high-2', ticket('x', 'high')),
+      send('normal-2', ticket('x', 'normal')),
+    ];
+    await turn();
+    expect(control.waiting('m')).toBe(6);
+    fleet.open = true;
+    for (let i = 0; i < 6; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 15));
+      fleet.busy = false;
+    }
+    await Promise.all(all);
+    expect(order).toEqual(['high-1', 'high-2', 'normal-1', 'normal-2', 'low-1', 'low-2']);
+  });
+
+  it('is fair between tenants of a class: fewest in flight first, then taking turns', async () => {
+    const control = flow();
+    const fleet = new Fleet();
+    const order: string[] = [];
+    const signal = new AbortController().signal;
+    // The hot tenant already has two requests in flight.
+    const endHot = [control.started('m', 'hot'), control.started('m', 'hot')];
+    const send = (t: FlowTicket) =>
+      control.enter('m', t, signal, fleet.saturated)!.then(() => {
+        order.push(t.tenant);
+        fleet.busy = true;
+      });
+    const all = [
+      ...Array.from({ length: 4 }, () => send(ticket('hot'))),
+      send(ticket('a')),
+      send(ticket('a')),
+      send(ticket('b')),
+    ];
+    await turn();
+    fleet.open = true;
+    for (let i = 0; i < 7; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 15));
+      fleet.busy = false;
+    }
+    await Promise.all(all);
+    // a and b (none in flight) take turns before hot (two in flight), which arrived first.
+    expect(order).toEqual(['a', 'b', 'a', 'hot', 'hot', 'hot', 'hot']);
+    for (const end of endHot) end();
+  });
+
+  it('takes turns between tenants with as many in flight, whoever arrived first', async () => {
+    const control = flow();
+    const fleet = new Fleet();
+    const order: string[] = [];
+    const send = (t: FlowTicket) =>
+      control.enter('m', t, new AbortController().signal, fleet.saturated)!.then(() => {
+        order.push(t.tenant);
+        fleet.busy = true;
+      });
+    const all = [...['x', 'x', 'x', 'y', 'y', 'z'].map((tenant) => send(ticket(tenant)))];
+    await turn();
+    fleet.open = true;
+    for (let i = 0; i < 6; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 15));
+      fleet.busy = false;
+    }
+    await Promise.all(all);
+    expect(order).toEqual(['x', 'y', 'z', 'x', 'y', 'x']);
+  });
+
+  it('counts the other replicas: their requests in flight, and a higher class waiting there', async () => {
+    let remoteHot = 5;
+    let elsewhere: number | undefined = 0;
+    const peers: FlowPeers = {
+      inflight: (_m, tenant) => (tenant === 'hot' ? remoteHot : 0),
+      highestWaiting: () => elsewhere,
+    };
+    const control = flow({}, peers);
+    const fleet = new Fleet();
+    const order: string[] = [];
+    const signal = new AbortController().signal;
+    const send = (t: FlowTicket) =>
+      control.enter('m', t, signal, fleet.saturated)!.then(() => {
+        order.push(t.tenant);
+        fleet.busy = true;
+      });
+    const all = [send(ticket('hot')), send(ticket('small'))];
+    await turn();
+    fleet.open = true;
+    // A high request waits on another replica: this one lets no normal one go.
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    expect(order).toEqual([]);
+    elsewhere = undefined;
+    await new Promise((resolve) => setTimeout(resolve, 30));
+    fleet.busy = false;
+    remoteHot = 0;
+    await Promise.all(all);
+    // The hot tenant came first here, but has 5 in flight on the other replica.
+    expect(order).toEqual(['small', 'hot']);
+  });
+
+  it('refuses a request whose queue deadline passes with 503 fleet_saturated and Retry-After', async () => {
+    const control = flow();
+    const waited = control.enter('m', ticket('a', 'normal', 20), new AbortController().signal, () => true)!;
+    const err = await waited.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(err).toBeInstanceOf(FleetSaturated);
+    const saturated = err as FleetSaturated;
+    expect(saturated.status).toBe(503);
+    expect(saturated.code).toBe('fleet_saturated');
+    expect(Number(saturated.headers()['retry-after'])).toBeGreaterThanOrEqual(1);
+    expect(saturated.waitedMs).toBeGreaterThanOrEqual(19);
+    expect(control.waiting('m')).toBe(0);
+  });
+
+  it('refuses at once a request whose wait would pass its deadline at the rate the queue moves', async () => {
+    const control = flow();
+    const fleet = new Fleet();
+    const signal = () => new AbortController().signal;
+    const sent = Array.from({ length: 12 }, () =>
+      control.enter('m', ticket('x'), signal(), fleet.saturated)!.then(() => {
+        fleet.busy = true;
+      }),
+    );
+    await turn();
+    fleet.open = true;
+    // Three leave, 20 ms apart: the queue moves at about 50 per second.
+    for (let i = 0; i < 3; i++) {
+      await new Promise((resolve) => setTimeout(resolve, 20));
+      fleet.busy = false;
+      await turn();
+    }
+    fleet.busy = true;
+    // 8 or 9 of the same tenant ahead at ~50/s is well over 60 ms; 5 s is plenty.
+    const hurried = control.enter('m', ticket('x', 'normal', 60), signal(), fleet.saturated)!;
+    const err = (await hurried.then(
+      () => undefined,
+      (e: unknown) => e,
+    )) as FleetSaturated;
+    expect(err).toBeInstanceOf(FleetSaturated);
+    expect(err.waitedMs).toBe(0);
+    const patient = control.enter('m', ticket('x', 'normal', 5_000), signal(), fleet.saturated);
+    expect(patient).toBeInstanceOf(Promise);
+    // Another tenant has one of x's ahead of it at most (they take turns): it may wait 60 ms.
+    const other = control.enter('m', ticket('y', 'normal', 60), signal(), fleet.saturated)!;
+    control.close();
+    await Promise.allSettled([...sent, patient, other]);
+    expect(((await other.catch((e: unknown) => e)) as FleetSaturated).waitedMs).toBeGreaterThan(0);
+  });
+
+  it('refuses past maxQueued, and lets a request that is given up leave the queue', async () => {
+    const control = flow({ maxQueued: 1 });
+    const gone = new AbortController();
+    const first = control.enter('m', ticket('a'), gone.signal, () => true)!;
+    const second = control.enter('m', ticket('b'), new AbortController().signal, () => true)!;
+    await expect(second).rejects.toBeInstanceOf(FleetSaturated);
+    gone.abort();
+    await expect(first).rejects.toBeInstanceOf(ClientDisconnected);
+    expect(control.waiting('m')).toBe(0);
+  });
+
+  it('reports what it has in flight and waiting, for the other replicas', async () => {
+    const control = flow();
+    const end = control.started('m', 'a');
+    const waiting = control.enter('m', ticket('b', 'low'), new AbortController().signal, () => true)!;
+    const state = control.state();
+    expect(state.inflight.get('m')?.get('a')).toBe(1);
+    expect(state.waiting.get('m')?.get(2)).toBe(1);
+    end();
+    expect(control.state().inflight.size).toBe(0);
+    control.close();
+    await expect(waiting).rejects.toBeInstanceOf(FleetSaturated);
+  });
+});
