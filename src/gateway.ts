@@ -15,6 +15,7 @@ import { createLogger, type Logger } from './observability/logger.js';
 import { GatewayMetrics } from './observability/metrics.js';
 import { Tracing } from './observability/tracing.js';
 import { countRunEnd } from './pipeline/end-request.js';
+import { ReplicaSharing } from './replicas/index.js';
 import { ConversationsService } from './responses/conversations.js';
 import { McpTools } from './responses/mcp-loop.js';
 import { OrphanSweeper } from './responses/orphan-sweeper.js';
@@ -49,6 +50,8 @@ export class Gateway {
   readonly signals: SignalScraper;
   /** Requests waiting while every worker of a scorer-routed model is saturated (off: undefined). */
   readonly flow: FlowControl | undefined;
+  /** What replicas share of routing through Redis (the scorer's affinity, flow control's counts). */
+  readonly sharing: ReplicaSharing;
   private closed = false;
 
   constructor(
@@ -111,6 +114,7 @@ export class Gateway {
       log,
       this.flow,
     );
+    this.sharing = new ReplicaSharing(config, router.affinity, this.flow, log);
     const store = openStore(config, (operation) =>
       metrics.storeRetries.inc({ backend: 'postgres', operation }),
     );
@@ -154,6 +158,7 @@ export class Gateway {
     // Background responses left unfinished by processes that stopped are ended now, then periodically.
     this.orphans?.start();
     await this.context.access.start();
+    await this.sharing.start();
     for (const worker of this.config.workers) this.context.registry.add(worker, 'static');
     await this.startDiscovery();
     await this.context.health.checkAll();
@@ -235,6 +240,7 @@ export class Gateway {
     this.context.health.stop();
     this.signals.stop();
     this.flow?.close();
+    await this.sharing.stop();
     await this.discovery?.stop();
     if (this.context.requests.size > 0) {
       this.context.requests.closeAll(

@@ -107,14 +107,19 @@ describe('the affinity index', () => {
     expect(index.match([2, 3, 4]).get('w')).toBe(3);
   });
 
-  it('tells its listener of recorded decisions, not of applied ones', () => {
-    const index = new AffinityIndex();
+  it('tells its listener what a decision taught: new blocks, a new worker first, a block untold for ttl/4', () => {
+    let now = 1000;
+    const index = new AffinityIndex({ ttlMs: 4000 }, () => now);
     const told: string[] = [];
-    index.onRecord((hashes, id) => told.push(`${id}:${hashes.length}`));
+    index.onRecord((hashes, id) => told.push(`${id}:${hashes.join(',')}`));
     index.record([1, 2], 'here');
-    index.apply([3], 'there');
-    expect(told).toEqual(['here:2']);
-    expect(index.match([3]).get('there')).toBe(1);
+    index.record([1, 2, 3], 'here'); // only 3 is news
+    index.record([1, 2], 'other'); // a new first worker for both
+    index.apply([4], 'there'); // another replica's: not told again
+    now += 1001;
+    index.record([1, 2, 4], 'other'); // 1 and 2 untold for over ttl/4, 4 has a new first worker
+    expect(told).toEqual(['here:1,2', 'here:3', 'other:1,2', 'other:1,2,4']);
+    expect(index.match([4]).get('there')).toBe(1);
   });
 });
 

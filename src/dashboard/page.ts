@@ -138,7 +138,7 @@ tr.failed td { background: var(--bad-bg); background: color-mix(in srgb, var(--b
   <section class="card">
     <h2>Workers <span class="unit" id="workers-sub"></span></h2>
     <div class="scroll"><table id="workers">
-      <thead><tr><th>Worker</th><th>Models</th><th>Health</th><th>Circuit</th><th>Load <span class="faint">in-flight / queued / max</span></th></tr></thead>
+      <thead><tr><th>Worker</th><th>Models</th><th>Health</th><th>Circuit</th><th>Load <span class="faint">in-flight / queued / max</span></th><th>Routed by</th></tr></thead>
       <tbody></tbody>
     </table></div>
   </section>
@@ -159,6 +159,13 @@ tr.failed td { background: var(--bad-bg); background: color-mix(in srgb, var(--b
       <h2>Stream failures <span class="unit" id="fail-sub"></span></h2>
       <div id="failures"></div>
     </div>
+  </section>
+  <section class="card">
+    <h2>Routing decisions <span class="unit" id="routing-sub"></span></h2>
+    <div class="scroll"><table id="routing">
+      <thead><tr><th>Time</th><th>Model</th><th>Worker</th><th>Decided by</th><th>Left out</th><th>Scores <span class="faint">best first</span></th></tr></thead>
+      <tbody></tbody>
+    </table></div>
   </section>
   <section class="card">
     <h2>Recent requests <span class="unit" id="recent-sub"></span></h2>

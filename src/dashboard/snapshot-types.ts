@@ -6,6 +6,7 @@
  * `snapshot.ts` builds them and re-exports them.
  */
 import type { RecentRequest } from '../observability/recent-requests.js';
+import type { RoutingDecision } from '../observability/routing-decisions.js';
 import type { CircuitState } from '../workers/circuit-breaker.js';
 import type { SignalSource, SignalsReading } from '../workers/engine-signals.js';
 import type { SeriesJson } from './history.js';
@@ -37,6 +38,8 @@ export interface DashboardWorker {
     /** 0..1; null when the engine does not say. */
     kvCacheUsage: number | null;
   };
+  /** Scorer decisions this worker won, by the scorer that set it apart (`prefix`, `queue`, ...). */
+  routedBy: Record<string, number>;
 }
 
 export interface DashboardModel {
@@ -87,4 +90,6 @@ export interface DashboardSnapshot {
   };
   /** The last finished requests, newest first, at most RECENT_LIMIT (snapshot.ts). */
   recent: RecentRequest[];
+  /** The scorer's last decisions, newest first; and requests waiting in flow control, by model. */
+  routing: { last: RoutingDecision[]; waiting: Record<string, number> };
 }

@@ -13,6 +13,8 @@ export interface DashboardSources {
   readonly metrics: GatewayMetrics;
   readonly registry: WorkerRegistry;
   readonly lifecycle: { readonly draining: boolean };
+  /** Flow control, when on: its requests waiting, by model. */
+  readonly dispatcher?: { readonly flow?: { waitingByModel(): Record<string, number> } | undefined };
 }
 
 /** Requests listed in a snapshot, newest first. */
@@ -117,6 +119,7 @@ export class SnapshotBuilder {
 
   async build(now = Date.now()): Promise<DashboardSnapshot> {
     const { sample, point, failures } = await this.sample(now);
+    const metrics = this.ctx.metrics;
     const oldest = this.history.oldest() ?? point;
 
     const workers = this.ctx.registry.list().map((w): DashboardWorker => {
@@ -141,6 +144,7 @@ export class SnapshotBuilder {
           running: s.signals.running,
           kvCacheUsage: s.signals.kvCacheUsage,
         },
+        routedBy: metrics.decisions.winsOf(s.id),
       };
     });
 
@@ -203,6 +207,7 @@ export class SnapshotBuilder {
           })),
       },
       recent: recent.slice(-RECENT_LIMIT).reverse(),
+      routing: { last: metrics.decisions.last(), waiting: this.ctx.dispatcher?.flow?.waitingByModel() ?? {} },
     };
   }
 }

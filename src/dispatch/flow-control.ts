@@ -150,6 +150,13 @@ export class FlowControl {
     return this.queues.get(model)?.size ?? 0;
   }
 
+  /** Requests waiting, by model (models with none left out). */
+  waitingByModel(): Record<string, number> {
+    const out: Record<string, number> = {};
+    for (const [model, queue] of this.queues) if (queue.size > 0) out[model] = queue.size;
+    return out;
+  }
+
   /** This replica's requests in flight of `tenant` for `model`. */
   inflightOf(model: string, tenant: string): number {
     return this.inflight.get(model)?.get(tenant) ?? 0;

@@ -29,17 +29,31 @@ export const AFFINITY_DEFAULTS: AffinityOptions = {
 /** Workers kept per block hash. */
 const WORKERS_PER_BLOCK = 4;
 
-/** Told of each decision this gateway made (not of those applied from other replicas). */
+/**
+ * Told of each decision this gateway made (not of those applied from other replicas), with the
+ * block hashes it taught: those whose most recent worker changed, and those not told for a
+ * quarter of the TTL (so that what the others know of a block in use does not expire).
+ */
 export type AffinityListener = (hashes: readonly number[], workerId: string) => void;
+
+interface Entry {
+  /** Most recent first. */
+  readonly workers: string[];
+  /** When the listener was last told of it (or it came from another replica); undefined: news. */
+  sharedAt: number | undefined;
+}
 
 export class AffinityIndex {
   readonly options: AffinityOptions;
-  private readonly blocks: LRUCache<number, string[]>;
+  private readonly blocks: LRUCache<number, Entry>;
   private listener: AffinityListener | undefined;
 
-  constructor(options: Partial<AffinityOptions> = {}, now: () => number = performance.now.bind(performance)) {
+  constructor(
+    options: Partial<AffinityOptions> = {},
+    private readonly now: () => number = performance.now.bind(performance),
+  ) {
     this.options = { ...AFFINITY_DEFAULTS, ...options };
-    this.blocks = new LRUCache<number, string[]>({
+    this.blocks = new LRUCache<number, Entry>({
       max: this.options.maxEntries,
       ttl: this.options.ttlMs,
       ttlAutopurge: false,
@@ -61,27 +75,46 @@ export class AffinityIndex {
   /** Notes that `workerId` was sent a prompt with these block hashes (and tells the listener). */
   record(hashes: readonly number[], workerId: string): void {
     if (hashes.length === 0) return;
-    this.apply(hashes, workerId);
-    this.listener?.(hashes, workerId);
+    const listener = this.listener;
+    const told: number[] = [];
+    const now = this.now();
+    const refresh = this.options.ttlMs / 4;
+    for (const hash of hashes) {
+      const entry = this.put(hash, workerId);
+      if (listener && (entry.sharedAt === undefined || now - entry.sharedAt > refresh)) {
+        entry.sharedAt = now;
+        told.push(hash);
+      }
+    }
+    if (listener && told.length > 0) listener(told, workerId);
   }
 
   /** `record` without telling the listener: a decision another replica made. */
   apply(hashes: readonly number[], workerId: string): void {
-    for (const hash of hashes) {
-      const workers = this.blocks.get(hash);
-      if (workers === undefined) {
-        this.blocks.set(hash, [workerId]);
-        continue;
-      }
+    const now = this.now();
+    for (const hash of hashes) this.put(hash, workerId).sharedAt = now;
+  }
+
+  /**
+   * Puts `workerId` first on the block's list and renews its time to live. A new entry, or one
+   * whose first worker changed, has no `sharedAt` (it is news to tell).
+   */
+  private put(hash: number, workerId: string): Entry {
+    let entry = this.blocks.get(hash);
+    if (entry === undefined) {
+      entry = { workers: [workerId], sharedAt: undefined };
+    } else {
+      const workers = entry.workers;
       const at = workers.indexOf(workerId);
       if (at !== 0) {
         if (at > 0) workers.splice(at, 1);
         else if (workers.length >= WORKERS_PER_BLOCK) workers.pop();
         workers.unshift(workerId);
+        entry.sharedAt = undefined;
       }
-      // Renews its time to live.
-      this.blocks.set(hash, workers);
     }
+    this.blocks.set(hash, entry);
+    return entry;
   }
 
   /**
@@ -92,9 +125,9 @@ export class AffinityIndex {
   match(hashes: readonly number[], allowed?: ReadonlySet<string>): Map<string, number> {
     const depth = new Map<string, number>();
     for (let i = 0; i < hashes.length; i++) {
-      const workers = this.blocks.get(hashes[i]!, { updateAgeOnGet: false });
-      if (workers === undefined) break;
-      for (const id of workers) if (!allowed || allowed.has(id)) depth.set(id, i + 1);
+      const entry = this.blocks.get(hashes[i]!);
+      if (entry === undefined) break;
+      for (const id of entry.workers) if (!allowed || allowed.has(id)) depth.set(id, i + 1);
     }
     return depth;
   }

@@ -27,6 +27,8 @@ export interface MetricsEngine {
     floodBytes: number;
     /** Chat completions answered. */
     chats: number;
+    /** The `x-request-id` of each chat completion received, in order of arrival. */
+    requestIds: string[];
   };
   close(): Promise<void>;
 }
@@ -44,10 +46,25 @@ function chatAnswer(): string {
   });
 }
 
-export async function startMetricsEngine(metrics: MetricsAnswer): Promise<MetricsEngine> {
+/** What its `/v1/models` lists: by default ENGINE_MODEL alone (`parent` names an adapter's base model). */
+export interface EngineModels {
+  models?: { id: string; parent?: string | null }[];
+}
+
+export async function startMetricsEngine(
+  metrics: MetricsAnswer,
+  options: EngineModels = {},
+): Promise<MetricsEngine> {
   const sockets = new Set<Socket>();
   const held = new Set<() => void>();
-  const stats: MetricsEngine['stats'] = { metricsRequests: 0, metricsOpen: 0, floodBytes: 0, chats: 0 };
+  const stats: MetricsEngine['stats'] = {
+    metricsRequests: 0,
+    metricsOpen: 0,
+    floodBytes: 0,
+    chats: 0,
+    requestIds: [],
+  };
+  const listed = (options.models ?? [{ id: ENGINE_MODEL }]).map((m) => ({ object: 'model', ...m }));
   let holdChats = false;
 
   const flood = (res: ServerResponse, line: string) => {
@@ -73,7 +90,7 @@ export async function startMetricsEngine(metrics: MetricsAnswer): Promise<Metric
     }
     if (req.method === 'GET' && path === '/v1/models') {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ object: 'list', data: [{ id: ENGINE_MODEL, object: 'model' }] }));
+      res.end(JSON.stringify({ object: 'list', data: listed }));
       return;
     }
     if (req.method === 'GET' && path === '/metrics') {
@@ -95,6 +112,7 @@ export async function startMetricsEngine(metrics: MetricsAnswer): Promise<Metric
       return;
     }
     if (req.method === 'POST' && path === '/v1/chat/completions') {
+      stats.requestIds.push(String(req.headers['x-request-id'] ?? ''));
       req.resume();
       req.on('end', () => {
         const answer = () => {

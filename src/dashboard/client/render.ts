@@ -6,6 +6,7 @@ import { renderHeader } from './header.js';
 import { renderModels } from './models.js';
 import { renderPlots } from './plots.js';
 import { renderRecent } from './recent.js';
+import { renderRouting } from './routing.js';
 import type { DashboardSnapshot } from './snapshot.js';
 import { renderWorkers } from './workers.js';
 
@@ -36,6 +37,7 @@ export function render(s: DashboardSnapshot): void {
   renderPlots(s);
   renderFailures(s);
   renderRecent(s);
+  renderRouting(s);
   document.body.setAttribute('data-snapshot-at', String(s.at));
   updateAge();
 }

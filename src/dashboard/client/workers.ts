@@ -1,5 +1,6 @@
 /** The workers table: health, circuit and load of each worker. */
 import { $, byId, el, replaceRows } from './dom.js';
+import { fmtCount } from './format.js';
 import type { DashboardSnapshot, DashboardWorker } from './snapshot.js';
 
 function circuitBadge(state: DashboardWorker['circuit']): HTMLSpanElement {
@@ -25,6 +26,17 @@ function loadBar(w: DashboardWorker): HTMLDivElement {
     bar,
     el('span', { cls: 'nums', text: `${w.inflight} / ${w.queued} / ${w.maxConcurrent}` }),
   ]);
+}
+
+/** The scorer decisions it won, by the scorer that decided them, most first. */
+function routedBy(w: DashboardWorker): HTMLTableCellElement {
+  const wins = Object.entries(w.routedBy).sort((a, b) => b[1] - a[1]);
+  if (wins.length === 0) return el('td', { cls: 'faint', text: '–' });
+  return el(
+    'td',
+    { 'data-routed-by': wins.map(([name, n]) => `${name}:${n}`).join(' ') },
+    wins.map(([name, n]) => el('span', { cls: 'chip', text: `${name} ${fmtCount(n)}` })),
+  );
 }
 
 function workerRow(w: DashboardWorker): HTMLTableRowElement {
@@ -53,10 +65,11 @@ function workerRow(w: DashboardWorker): HTMLTableRowElement {
     health,
     el('td', null, [circuitBadge(w.circuit)]),
     el('td', null, [loadBar(w)]),
+    routedBy(w),
   ]);
 }
 
 export function renderWorkers(s: DashboardSnapshot): void {
-  replaceRows(byId('workers', HTMLTableElement), s.workers.map(workerRow), 5, 'No worker registered.');
+  replaceRows(byId('workers', HTMLTableElement), s.workers.map(workerRow), 6, 'No worker registered.');
   $('workers-sub').textContent = s.workers.length + (s.workers.length === 1 ? ' worker' : ' workers');
 }
