@@ -277,6 +277,17 @@ describe('the scorers', () => {
     expect(picks(8)).not.toEqual(run);
   });
 
+  it('says the winner was decided by the scorer that set it apart, not the one it scored most on', () => {
+    const policy = new ScorerPolicy({ weights: { ...only('kvCache', { kvCache: 3, inflight: 1 }) } });
+    const fleet = [worker('a', { kv: 0.1 }, 2), worker('b', { kv: 0.1 }, 0)];
+    expect(policy.select(fleet, {}).id).toBe('b');
+    expect(policy.lastExplanation?.decidedBy).toBe('inflight');
+    expect(policy.lastExplanation?.scores.map((s) => [s.id, s.by.kvCache])).toEqual([
+      ['b', 2.7],
+      ['a', 2.7],
+    ]);
+  });
+
   it('min-max normalises lower-is-better values', () => {
     expect(lowerIsBetter([2, 4, 6])).toEqual([1, 0.5, 0]);
     expect(lowerIsBetter([3, 3])).toEqual([1, 1]);

@@ -25,8 +25,8 @@ export class AffinitySync {
   private running = false;
   private reading: Promise<void> | undefined;
   private lastId = '0-0';
-  /** Decisions sent and applied, for tests and the log. */
-  readonly stats = { sent: 0, applied: 0, writeFailures: 0 };
+  /** Decisions queued to send, sent, lost to an outage, and applied from the others (for tests and the log). */
+  readonly stats = { queued: 0, sent: 0, writeFailures: 0, applied: 0 };
 
   constructor(
     private readonly writer: Redis,
@@ -64,6 +64,7 @@ export class AffinitySync {
     let line = `${workerId}\t`;
     for (let i = 0; i < hashes.length; i++) line += (i === 0 ? '' : ',') + hashes[i]!.toString(36);
     this.pending.push(line);
+    this.stats.queued++;
     this.flushing ??= setImmediate(() => {
       this.flushing = undefined;
       void this.flush();
