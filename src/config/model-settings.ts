@@ -1,4 +1,5 @@
 import type { PolicyName } from '../routing/types.js';
+import type { ModelKind } from './model-kind.js';
 import type { ResumeSettings, SluiceConfig, Timeouts } from './schema.js';
 
 interface Resolved {
@@ -56,5 +57,10 @@ export class ModelSettings {
   /** The configured bound of a request's output tokens (`models.<m>.maxOutputTokens`, else `limits.maxOutputTokens`). */
   maxOutputTokens(model: string): number {
     return this.resolve(model).maxOutputTokens;
+  }
+
+  /** What `models.<m>.kind` says the model serves; undefined when it says nothing. */
+  kinds(model: string): readonly ModelKind[] | undefined {
+    return Object.hasOwn(this.config.models, model) ? this.config.models[model]?.kind : undefined;
   }
 }

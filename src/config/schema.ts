@@ -2,6 +2,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { POLICY_NAMES } from '../routing/types.js';
+import { MODEL_KINDS } from './model-kind.js';
 
 /**
  * The whole configuration of a gateway, validated at start. Every field has a default so that
@@ -127,6 +128,15 @@ export const modelSchema = z.strictObject({
   maxOutputTokens: positiveInt.optional(),
   timeouts: modelTimeoutsSchema.optional(),
   resume: z.strictObject(resumeShape).partial().optional(),
+  /**
+   * What the model serves (`chat`, `embedding`, `rerank`, or a list of them): a request of
+   * another kind is refused with a 400 `wrong_model_kind`. Overrides what its workers' `/v1/models`
+   * declare; with neither, the model serves every kind (its engine answers what it cannot do).
+   */
+  kind: z
+    .union([z.enum(MODEL_KINDS), z.array(z.enum(MODEL_KINDS)).min(1)])
+    .transform((kind) => (Array.isArray(kind) ? [...new Set(kind)] : [kind]))
+    .optional(),
 });
 
 export const filesSchema = z.strictObject({
@@ -205,6 +215,12 @@ export const configSchema = z.strictObject({
         })
         .prefault({}),
       consistentHash: z.strictObject({ virtualNodes: positiveInt.default(160) }).prefault({}),
+      /**
+       * 0 (the default): a batch of inputs is one request, to one worker. N: an embeddings request
+       * of more than N inputs is split into parts of N, sent to the model's workers at once (each
+       * part routed, retried and failed over on its own) and its answers joined in order.
+       */
+      batchSplitSize: nonNegativeInt.default(0),
     })
     .prefault({}),
   health: z
@@ -265,6 +281,12 @@ export const configSchema = z.strictObject({
        * with a 400 `max_tokens_too_large` naming the field. 128 Ki, OpenAI's largest output limit.
        */
       maxOutputTokens: positiveInt.default(128 * 1024),
+      /**
+       * The most inputs one batch may carry: an embeddings request's `input` items, a rerank's
+       * `documents`, a score's pairs. More is refused with a 400 `too_many_inputs` (2,048 is
+       * OpenAI's own bound of an embeddings request).
+       */
+      maxBatchInputs: positiveInt.default(2048),
     })
     .prefault({}),
   /** Mid-stream resume, off unless a model (or a request's X-Sluice-Resume header) turns it on. */

@@ -1,4 +1,5 @@
 export * from './base.js';
+export * from './batch-errors.js';
 export * from './file-errors.js';
 export * from './http-errors.js';
 export * from './mcp-errors.js';
