@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type GenerationSettings, generate } from './generation-endpoint.js';
 import { sendError } from './http-io.js';
+import { POOLING_ROUTES, poolingEndpoint } from './pooling-endpoints.js';
 import { health, listModels, setWorkerFault, showStats, utilityCall } from './utility-endpoints.js';
 import type { WorkerState } from './worker-state.js';
 
@@ -48,6 +49,7 @@ export function mockRoutes(
           return '{}';
         });
       default:
+        if (POOLING_ROUTES.has(route)) return poolingEndpoint(route, req, res, settings, state);
         return sendError(res, 404, `Not Found: ${route}`);
     }
   };
