@@ -1,3 +1,5 @@
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { createOpenAI } from '@ai-sdk/openai';
 import { OpenAIEmbeddings } from '@langchain/openai';
 import { embedMany } from 'ai';
@@ -154,6 +156,41 @@ describe('embeddings, rerank, score and tokenize through the gateway', () => {
       type: 'invalid_request_error',
     });
     expect(workers[0]!.stats.requests + workers[1]!.stats.requests).toBe(1);
+  });
+
+  it('an engine that answers fewer vectors than inputs is not believed: a 502 upstream_bad_response', async () => {
+    // An engine that answers one vector whatever it is asked.
+    const liar = createServer((req, res) => {
+      if (req.url === '/health') return res.writeHead(200).end();
+      if (req.url === '/v1/models')
+        return res
+          .writeHead(200, { 'content-type': 'application/json' })
+          .end(JSON.stringify({ object: 'list', data: [{ id: MODEL }] }));
+      req.resume();
+      req.on('end', () => {
+        const data = [{ index: 0, object: 'embedding', embedding: [1, 0] }];
+        res.writeHead(200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            object: 'list',
+            model: MODEL,
+            data,
+            usage: { prompt_tokens: 1, total_tokens: 1 },
+          }),
+        );
+      });
+    });
+    await new Promise<void>((resolve) => liar.listen(0, '127.0.0.1', resolve));
+    try {
+      const liarUrl = `http://127.0.0.1:${(liar.address() as AddressInfo).port}`;
+      const alone = await fx.gateway({ workers: [{ url: liarUrl, id: 'liar' }] });
+      const refused = await post(`${alone.url}/v1/embeddings`, { model: MODEL, input: ['a', 'b'] });
+      expect(refused.status).toBe(502);
+      expect((refused.json() as ErrorBody).error).toMatchObject({ code: 'upstream_bad_response' });
+      expect((refused.json() as ErrorBody).error.message).toContain('1 embeddings for 2 inputs');
+    } finally {
+      await new Promise((resolve) => liar.close(resolve));
+    }
   });
 
   it('a key: its model list, its usage charged once with the input tokens (a failover included), its budget', async () => {
