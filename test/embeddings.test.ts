@@ -5,6 +5,7 @@ import { OpenAIEmbeddings } from '@langchain/openai';
 import { embedMany } from 'ai';
 import OpenAI from 'openai';
 import { describe, expect, it } from 'vitest';
+import { loadConfig, parseConfig } from '../src/config/load.js';
 import type { SluiceConfigInput } from '../src/config/schema.js';
 import { MOCK_DIMENSIONS, mockRelevance, mockVector } from '../src/mock/pooling-endpoints.js';
 import { chatBody, metric, metricOrZero, perTest, post } from './helpers/gateway.js';
@@ -338,6 +339,27 @@ describe('embeddings, rerank, score and tokenize through the gateway', () => {
       (await post(`${gateway.url}/v2/rerank`, { model: 'reranker', query: 'q', documents: ['d'] })).status,
     ).toBe(200);
     expect((await post(`${gateway.url}/tokenize`, { model: 'embedder', prompt: 'a b' })).status).toBe(200);
+  });
+
+  it('models.<m>.kind takes a kind or a list; the batch settings come from the file or the environment', () => {
+    const config = loadConfig(
+      {},
+      {
+        SLUICE_CONFIG: undefined,
+        SLUICE_MAX_BATCH_INPUTS: '64',
+        SLUICE_BATCH_SPLIT_SIZE: '16',
+      },
+    );
+    expect(config.limits.maxBatchInputs).toBe(64);
+    expect(config.routing.batchSplitSize).toBe(16);
+    expect(parseConfig({}).limits.maxBatchInputs).toBe(2048);
+    expect(parseConfig({}).routing.batchSplitSize).toBe(0);
+    const kinds = parseConfig({
+      models: { a: { kind: 'embedding' }, b: { kind: ['chat', 'embedding', 'chat'] } },
+    });
+    expect(kinds.models.a?.kind).toEqual(['embedding']);
+    expect(kinds.models.b?.kind).toEqual(['chat', 'embedding']);
+    expect(() => parseConfig({ models: { a: { kind: 'vision' } } })).toThrow(/models\.a\.kind/);
   });
 
   it('a large batch split across the workers (routing.batchSplitSize): parts at once, joined in the inputs’ order', async () => {
