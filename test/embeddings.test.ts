@@ -30,7 +30,7 @@ describe('embeddings, rerank, score and tokenize through the gateway', () => {
   const fx = perTest();
 
   async function setup(count: number, input: SluiceConfigInput = {}, fault?: string) {
-    const workers = await fx.mocks(count);
+    const workers = await fx.mocks(count, { tokenizer: true });
     if (fault) workers[0]!.setFault(fault);
     const gateway = await fx.gateway({
       routing: { policy: 'round_robin', ...input.routing },
@@ -299,7 +299,7 @@ describe('embeddings, rerank, score and tokenize through the gateway', () => {
   });
 
   it('a model of one kind refuses requests of another with a 400 wrong_model_kind, before any worker is asked', async () => {
-    const workers = await fx.mocks(1, { models: ['embedder', 'chatter', 'reranker'] });
+    const workers = await fx.mocks(1, { models: ['embedder', 'chatter', 'reranker'], tokenizer: true });
     const gateway = await fx.gateway({
       workers: [{ url: workers[0]!.url }],
       models: { embedder: { kind: 'embedding' }, chatter: { kind: 'chat' }, reranker: { kind: 'rerank' } },

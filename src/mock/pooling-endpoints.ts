@@ -10,7 +10,8 @@ import type { WorkerState } from './worker-state.js';
 /**
  * The endpoints of the mock that generate nothing, shaped like vLLM's: `POST /v1/embeddings`
  * (float or base64, `dimensions`), `/v1/rerank`, `/v2/rerank`, `/rerank`, `/v1/score`, `/score`,
- * `/tokenize`, `/detokenize`. Every model of the mock serves them. Vectors and scores are
+ * `/tokenize`, `/detokenize` (those two with the `tokenizer` option only). Every model of the
+ * mock serves them. Vectors and scores are
  * deterministic (a hash of the text), a text counts one token per word. They are counted and
  * kept like generation requests (stats), and take the same faults (`x-mock-fault` or the
  * worker's): the `http_*` statuses, `delay_headers`, `delay_first`, `stall_after` (never
@@ -42,6 +43,8 @@ export async function poolingEndpoint(
   settings: WorkerSettings,
   state: WorkerState,
 ): Promise<void> {
+  if (!settings.tokenizer && (route === 'POST /tokenize' || route === 'POST /detokenize'))
+    return sendError(res, 404, `Not Found: ${route}`);
   const raw = await readBody(req);
   state.received(req);
   let body: Body;

@@ -9,6 +9,8 @@ import type { WorkerState } from './worker-state.js';
 export interface WorkerSettings extends GenerationSettings {
   /** The context length `/v1/models` reports for every model; none when undefined. */
   maxModelLen: number | undefined;
+  /** Whether it has vLLM's tokenizer endpoints (`/tokenize`, `/detokenize`); without, they are 404s. */
+  tokenizer: boolean;
 }
 
 /** The mock server's routing: `METHOD /path` (the query left out) to its endpoint; 404 for the rest. */
