@@ -2,7 +2,9 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { POLICY_NAMES } from '../routing/types.js';
+import { filesSchema, mcpSettingsSchema } from './feature-schemas.js';
 import { METRIC_NAMES } from './metric-names.js';
+import { MODEL_KINDS } from './model-kind.js';
 
 /**
  * The whole configuration of a gateway, validated at start. Every field has a default so that
@@ -56,40 +58,6 @@ const timeoutsShape = {
   /** The one budget of a whole request, its fallbacks included: past it, it ends typed. */
   deadlineMs: positiveInt,
 };
-
-/** The `mcp` settings: the MCP servers requests may name, and the bounds of what they may cost. */
-export const mcpSettingsSchema = z
-  .strictObject({
-    /** URL patterns of the MCP servers requests may name (README "MCP tools": what a pattern matches); none by default. */
-    allowedServers: z.array(z.string().min(1)).default([]),
-    /** Most MCP tool calls in one response (a request's `max_tool_calls` may lower it). */
-    maxToolCalls: positiveInt.default(16),
-    /** Most engine turns of one response's tool loop; default maxToolCalls + 2. */
-    maxTurns: positiveInt.optional(),
-    /** Bound of one MCP tool call (and of connecting, and of one page of a tool list). */
-    callTimeoutMs: positiveInt.default(30_000),
-    /** Bound of all the MCP work of one response; past it the engine gets no more MCP tools. */
-    totalTimeoutMs: positiveInt.default(300_000),
-    /** How long a server's tool list is reused. */
-    toolCacheMs: nonNegativeInt.default(60_000),
-    /** Most MCP servers (`mcp` tools) in one request; more is a 400 (`too_many_mcp_servers`). */
-    maxServersPerRequest: positiveInt.default(8),
-    /** Most MCP servers of one request connected to (listed) at once. */
-    connectConcurrency: positiveInt.default(4),
-    /** Bound of listing one server's tools: connecting and every page together. */
-    listTimeoutMs: positiveInt.default(30_000),
-    /** Most pages of one server's tool list (`nextCursor`); more fails the listing. */
-    maxListPages: positiveInt.default(8),
-    /** Most tools one server may list; more fails the listing. */
-    maxToolsPerServer: positiveInt.default(128),
-    /** Most bytes of one tool's definition as JSON (name, description, input schema, annotations). */
-    maxToolBytes: positiveInt.default(65_536),
-    /** Deepest nesting (objects and arrays) of one tool's input schema. */
-    maxToolSchemaDepth: positiveInt.default(32),
-    /** Most bytes (UTF-8) of one tool call's output; a larger one is cut (mcp_call error `mcp_output_too_large`). */
-    maxOutputBytes: positiveInt.default(1_048_576),
-  })
-  .transform((mcp) => ({ ...mcp, maxTurns: mcp.maxTurns ?? mcp.maxToolCalls + 2 }));
 
 export const timeoutsSchema = z.strictObject(timeoutsShape);
 const modelTimeoutsSchema = z.strictObject(timeoutsShape).partial();
@@ -159,28 +127,15 @@ export const modelSchema = z.strictObject({
    * template rejects it.
    */
   continuation: z.boolean().optional(),
-});
-
-export const filesSchema = z.strictObject({
   /**
-   * PDFs are read (pdf.js) on threads of their own, each bounded; one past a bound is refused
-   * with 400 `file_too_complex`. What a PDF gave is kept by its content hash, so that a chain
-   * of responses (previous_response_id) reads each PDF once.
+   * What the model serves (`chat`, `embedding`, `rerank`, or a list of them): a request of
+   * another kind is refused with a 400 `wrong_model_kind`. Overrides what its workers' `/v1/models`
+   * declare; with neither, the model serves every kind (its engine answers what it cannot do).
    */
-  pdf: z
-    .strictObject({
-      /** Longest one PDF may be read for; past it its thread is ended. */
-      timeoutMs: positiveInt.default(10_000),
-      /** Memory one PDF's thread may take: its JS heap, and the buffers it decodes streams into, each. */
-      maxMemoryMb: z.number().int().min(32).default(256),
-      /** PDFs read at once (one thread each). */
-      concurrency: positiveInt.default(2),
-      /** PDFs waiting for a thread; past it a request is refused with 503 `file_parser_busy`. */
-      maxQueued: nonNegativeInt.default(64),
-      /** Texts of PDFs kept by content hash, in MB. */
-      cacheMb: positiveInt.default(64),
-    })
-    .prefault({}),
+  kind: z
+    .union([z.enum(MODEL_KINDS), z.array(z.enum(MODEL_KINDS)).min(1)])
+    .transform((kind) => (Array.isArray(kind) ? [...new Set(kind)] : [kind]))
+    .optional(),
 });
 
 export const configSchema = z.strictObject({
@@ -237,6 +192,12 @@ export const configSchema = z.strictObject({
         })
         .prefault({}),
       consistentHash: z.strictObject({ virtualNodes: positiveInt.default(160) }).prefault({}),
+      /**
+       * 0 (the default): a batch of inputs is one request, to one worker. N: an embeddings request
+       * of more than N inputs is split into parts of N, sent to the model's workers at once (each
+       * part routed, retried and failed over on its own) and its answers joined in order.
+       */
+      batchSplitSize: nonNegativeInt.default(0),
     })
     .prefault({}),
   health: z
@@ -333,6 +294,12 @@ export const configSchema = z.strictObject({
        * with a 400 `max_tokens_too_large` naming the field. 128 Ki, OpenAI's largest output limit.
        */
       maxOutputTokens: positiveInt.default(128 * 1024),
+      /**
+       * The most inputs one batch may carry: an embeddings request's `input` items, a rerank's
+       * `documents`, a score's pairs. More is refused with a 400 `too_many_inputs` (2,048 is
+       * OpenAI's own bound of an embeddings request).
+       */
+      maxBatchInputs: positiveInt.default(2048),
     })
     .prefault({}),
   /** Mid-stream resume, off unless a model (or a request's X-Sluice-Resume header) turns it on. */
@@ -479,3 +446,5 @@ export type WorkerConfig = z.output<typeof workerSchema>;
 export type Timeouts = z.output<typeof timeoutsSchema>;
 export type ResumeSettings = z.output<typeof resumeSchema>;
 export type WorkerLimits = z.output<typeof workerLimitsSchema>;
+
+export { filesSchema, mcpSettingsSchema } from './feature-schemas.js';

@@ -16,7 +16,8 @@ export type { MockWorkerStats, UtilityFault } from './worker-state.js';
  *
  * Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions,
  * POST /flush_cache, POST /reset_prefix_cache, GET /is_sleeping, POST /sleep, POST /wake_up,
- * GET /mock/stats, POST /mock/fault {"fault": "..."}.
+ * GET /mock/stats, POST /mock/fault {"fault": "..."}; the embeddings, rerank, score and
+ * tokenizer endpoints of pooling-endpoints.ts.
  *
  * Request headers it reads: `x-request-id`, `x-data-parallel-rank`, `x-mock-fault: <spec>`,
  * `x-mock-tool-call: <function name>` (with `tools`), `x-mock-reasoning: <N tokens>`,
@@ -44,6 +45,8 @@ export interface MockWorkerOptions {
   dpSize?: number | undefined;
   /** The context length `/v1/models` reports for every model (`max_model_len`, as vLLM does); none by default. */
   maxModelLen?: number | undefined;
+  /** Serve vLLM's `/tokenize` and `/detokenize` (default false: an engine without a tokenizer, as SGLang). */
+  tokenizer?: boolean | undefined;
 }
 
 export interface MockWorker {
@@ -77,6 +80,7 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
       dpSize: options.dpSize ?? 1,
       defaultMaxTokens: options.defaultMaxTokens ?? 16,
       maxModelLen: options.maxModelLen,
+      tokenizer: options.tokenizer ?? false,
       pacing: { clock, intervalMs, eventsPerWrite },
     },
     state,

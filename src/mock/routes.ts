@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type GenerationSettings, generate } from './generation-endpoint.js';
 import { sendError } from './http-io.js';
+import { POOLING_ROUTES, poolingEndpoint } from './pooling-endpoints.js';
 import { health, listModels, setWorkerFault, showStats, utilityCall } from './utility-endpoints.js';
 import type { WorkerState } from './worker-state.js';
 
@@ -8,6 +9,8 @@ import type { WorkerState } from './worker-state.js';
 export interface WorkerSettings extends GenerationSettings {
   /** The context length `/v1/models` reports for every model; none when undefined. */
   maxModelLen: number | undefined;
+  /** Whether it has vLLM's tokenizer endpoints (`/tokenize`, `/detokenize`); without, they are 404s. */
+  tokenizer: boolean;
 }
 
 /** The mock server's routing: `METHOD /path` (the query left out) to its endpoint; 404 for the rest. */
@@ -48,6 +51,7 @@ export function mockRoutes(
           return '{}';
         });
       default:
+        if (POOLING_ROUTES.has(route)) return poolingEndpoint(route, req, res, settings, state);
         return sendError(res, 404, `Not Found: ${route}`);
     }
   };

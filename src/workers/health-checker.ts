@@ -53,6 +53,7 @@ export class HealthChecker {
         else {
           const found = await discoverModels(worker, this.options.timeoutMs);
           worker.maxModelLen = found.maxModelLen;
+          worker.modelKinds = found.kinds;
           this.registry.setModels(worker, found.ids);
         }
       }

@@ -1,4 +1,5 @@
 import { Pool } from 'undici';
+import type { ModelKind } from '../config/model-kind.js';
 import type { WorkerConfig, WorkerLimits } from '../config/schema.js';
 import { InvalidDataParallelRank } from '../errors/request-content-errors.js';
 import { CircuitBreaker, type CircuitBreakerOptions, type CircuitState } from './circuit-breaker.js';
@@ -66,6 +67,8 @@ export class Worker {
   discovered = false;
   /** The context length of its models, as its `/v1/models` reports them (discovered workers only). */
   maxModelLen: ReadonlyMap<string, number> = new Map();
+  /** What its models serve, for those its `/v1/models` declares it of (discovered workers only). */
+  modelKinds: ReadonlyMap<string, readonly ModelKind[]> = new Map();
   lastError: { code: string; message: string } | null = null;
   /** Why the last health check failed, in a few words (`connection refused`, `answered HTTP 503`). */
   downCause: string | null = null;
