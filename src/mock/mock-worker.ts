@@ -1,10 +1,15 @@
 import { createServer } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { Clock } from './clock.js';
+import type { EngineModel } from './engine-model.js';
+import type { EngineOptions } from './engine-options.js';
+import { MockEngine } from './engine-run.js';
 import { sendError } from './http-io.js';
 import { mockRoutes } from './routes.js';
 import { type MockWorkerStats, type UtilityFault, WorkerState } from './worker-state.js';
 
+export type { EngineModel, EngineStats } from './engine-model.js';
+export { ENGINE_DEFAULTS, type EngineOptions } from './engine-options.js';
 export { FAULTS, type FaultName, FaultSpecError, type Faults, parseFault } from './faults.js';
 export { sequence, token } from './generate.js';
 export type { MockWorkerStats, UtilityFault } from './worker-state.js';
@@ -16,7 +21,7 @@ export type { MockWorkerStats, UtilityFault } from './worker-state.js';
  *
  * Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions,
  * POST /flush_cache, POST /reset_prefix_cache, GET /is_sleeping, POST /sleep, POST /wake_up,
- * GET /mock/stats, POST /mock/fault {"fault": "..."}.
+ * GET /mock/stats, POST /mock/fault {"fault": "..."}; with an engine model, GET /metrics.
  *
  * Request headers it reads: `x-request-id`, `x-data-parallel-rank`, `x-mock-fault: <spec>`,
  * `x-mock-tool-call: <function name>` (with `tools`), `x-mock-reasoning: <N tokens>`,
@@ -44,12 +49,20 @@ export interface MockWorkerOptions {
   dpSize?: number | undefined;
   /** The context length `/v1/models` reports for every model (`max_model_len`, as vLLM does); none by default. */
   maxModelLen?: number | undefined;
+  /**
+   * An engine model (engine-model.ts) behind the endpoints: continuous batching, a waiting queue,
+   * a paged prefix cache, tokens paced by its steps (`tokensPerSecond` is then unused), LoRA
+   * adapters (served as models) and `GET /metrics` with vLLM's names. None by default.
+   */
+  engine?: EngineOptions | undefined;
 }
 
 export interface MockWorker {
   readonly url: string;
   readonly port: number;
   readonly stats: MockWorkerStats;
+  /** The engine model, when the worker has one. */
+  readonly engine: EngineModel | undefined;
   /** Sets the worker-wide fault; throws FaultSpecError on an invalid spec. */
   setFault(fault: string | undefined): void;
   /** `GET /health` answers 503 while false. */
@@ -70,6 +83,7 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
   }
   const state = new WorkerState(options.fault);
   const clock = new Clock();
+  const engine = options.engine ? new MockEngine(options.engine, clock, models[0]!) : undefined;
   const route = mockRoutes(
     {
       models,
@@ -77,6 +91,7 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
       defaultMaxTokens: options.defaultMaxTokens ?? 16,
       maxModelLen: options.maxModelLen,
       pacing: { clock, intervalMs, eventsPerWrite },
+      engine,
     },
     state,
   );
@@ -109,6 +124,7 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
     url: `http://${host}:${address.port}`,
     port: address.port,
     stats: state.stats,
+    engine: engine?.model,
     setFault(fault) {
       state.setFault(fault);
     },

@@ -27,14 +27,22 @@ export function mockRoutes(
       case 'GET /health':
         return health(res, state);
       case 'GET /v1/models':
-        return listModels(res, settings.models, settings.maxModelLen);
+        return listModels(res, settings.models, settings.maxModelLen, settings.engine?.adapters);
+      case 'GET /metrics':
+        // vLLM's names, from the engine model; a worker without one has no /metrics.
+        if (!settings.engine) return sendError(res, 404, `Not Found: ${route}`);
+        res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+        return void res.end(settings.engine.metrics.render());
       case 'GET /mock/stats':
         return showStats(res, state);
       case 'POST /mock/fault':
         return setWorkerFault(req, res, state);
       case 'POST /flush_cache':
       case 'POST /reset_prefix_cache':
-        return utilityCall(route, res, state, () => '{}');
+        return utilityCall(route, res, state, () => {
+          settings.engine?.model.resetPrefixCache();
+          return '{}';
+        });
       case 'GET /is_sleeping':
         return utilityCall(route, res, state, () => JSON.stringify({ is_sleeping: state.sleeping }));
       case 'POST /sleep':
