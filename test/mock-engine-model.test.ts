@@ -270,6 +270,26 @@ describe('engine model: batching and the queue', () => {
     expect(model.stats.requests).toBe(0);
   });
 
+  it('tells each request once that it ended, after its last token or when aborted', () => {
+    const { clock, model } = setup();
+    const ended: string[] = [];
+    const tokens: string[] = [];
+    const request = (label: string, outputTokens: number) =>
+      model.submit({
+        prompt: ids(label.charCodeAt(0) * 100, 4),
+        outputTokens,
+        onToken: (i) => tokens.push(`${label}:${i}`),
+        onEnd: (ticket) => ended.push(`${label}:${ticket.state}:${tokens.length}`),
+      });
+    request('a', 2);
+    const b = request('b', 5);
+    clock.advance(20); // the first step (19 ms) gave each its first token
+    b.abort();
+    b.abort();
+    clock.runAll();
+    expect(ended).toEqual(['b:aborted:2', 'a:finished:3']);
+  });
+
   it('an aborted request frees its blocks and its batch slot at once, and gets no more tokens', () => {
     const { clock, model, events, submit } = setup({ maxBatch: 1 });
     const a = submit('a', ids(0, 8), 5);

@@ -194,6 +194,45 @@ describe('the mock worker with an engine model', () => {
     expect(worker.stats.inflight).toBe(0);
   });
 
+  it('keeps the times of a request traced with x-mock-trace-id, on its own clock, until they are taken', async () => {
+    const worker = await engineWorker({ decodeTokensPerSecond: 500, blockSize: 16 });
+    const ask = (trace: string | undefined) =>
+      post(
+        `${worker.url}/v1/chat/completions`,
+        { model: 'mock-model', messages: messages('q'), max_tokens: 2 },
+        trace === undefined ? {} : { 'x-mock-trace-id': trace },
+      );
+    expect((await ask('first')).status).toBe(200);
+    expect((await ask(undefined)).status).toBe(200);
+    expect((await ask('third')).status).toBe(200);
+    const traced = (await (await fetch(`${worker.url}/mock/engine/requests`)).json()) as {
+      id: string;
+      state: string;
+      hitTokens: number;
+      promptTokens: number;
+      arrivedAt: number;
+      admittedAt: number;
+      firstTokenAt: number;
+      finishedAt: number;
+    }[];
+    expect(traced.map((t) => [t.id, t.state])).toEqual([
+      ['first', 'finished'],
+      ['third', 'finished'],
+    ]);
+    const third = traced[1]!;
+    expect(third.promptTokens).toBe(chatTokens(messages('q')).length);
+    expect(third.hitTokens).toBe(Math.floor((third.promptTokens - 1) / 16) * 16);
+    expect(third.admittedAt).toBeGreaterThanOrEqual(third.arrivedAt);
+    expect(third.firstTokenAt).toBeGreaterThan(third.admittedAt);
+    expect(third.finishedAt).toBeGreaterThan(third.firstTokenAt);
+    expect(await (await fetch(`${worker.url}/mock/engine/requests`)).json()).toEqual([]);
+    const stats = (await (await fetch(`${worker.url}/mock/engine`)).json()) as {
+      requests: number;
+      finished: number;
+    };
+    expect(stats).toMatchObject({ requests: 3, finished: 3 });
+  });
+
   it('has no /metrics without an engine model', async () => {
     const worker = await createMockWorker();
     workers.push(worker);

@@ -55,6 +55,8 @@ export interface EngineRequest {
   finishReason?: 'stop' | 'length' | undefined;
   /** Each token as it is computed: index 0 is the first; `last` on the final one. */
   onToken(index: number, last: boolean): void;
+  /** Once, when the request has finished or been aborted (after its last token's callback). */
+  onEnd?: ((ticket: EngineTicket) => void) | undefined;
 }
 
 /** A request in the engine, as it goes. Times are the clock's. */
@@ -97,6 +99,12 @@ export interface EngineStats {
   loraLoads: number;
   /** Requests that ended each way (vLLM's `request_success_total` reasons, and aborts). */
   finishedBy: { stop: number; length: number; abort: number };
+  /**
+   * How late steps ended on the clock after the time the model gave them, in ms: always 0 under
+   * a VirtualClock; on a real clock, what a busy event loop delayed the tokens by (the engine's
+   * timeline itself does not slip); `over5ms` counts the steps more than 5 ms late.
+   */
+  lateness: { totalMs: number; maxMs: number; over5ms: number };
 }
 
 class Sequence implements EngineTicket {
@@ -153,6 +161,7 @@ export class EngineModel {
     evictions: 0,
     loraLoads: 0,
     finishedBy: { stop: 0, length: 0, abort: 0 },
+    lateness: { totalMs: 0, maxMs: 0, over5ms: 0 },
   };
   private readonly pool: BlockPool;
   private readonly random: () => number;
@@ -259,6 +268,7 @@ export class EngineModel {
     seq.finishedAt = this.clock.now();
     this.stats.aborted++;
     this.stats.finishedBy.abort++;
+    if (seq.request.onEnd) call(() => seq.request.onEnd?.(seq));
   }
 
   private wake(): void {
@@ -362,6 +372,10 @@ export class EngineModel {
     const work = this.step;
     this.step = [];
     const now = this.stepEnd;
+    const late = Math.max(0, this.clock.now() - now);
+    this.stats.lateness.totalMs += late;
+    if (late > this.stats.lateness.maxMs) this.stats.lateness.maxMs = late;
+    if (late > 5) this.stats.lateness.over5ms++;
     const { blockSize } = this.options;
     for (const { seq, prefill } of work) {
       if (seq.state !== 'running') continue; // aborted during the step
@@ -379,7 +393,9 @@ export class EngineModel {
       if (seq.generated === 1) seq.firstTokenAt = now;
       const last = seq.generated >= seq.request.outputTokens;
       if (last) this.finish(seq, now);
-      emit(seq.request, seq.generated - 1, last);
+      const { request } = seq;
+      call(() => request.onToken(seq.generated - 1, last));
+      if (last && request.onEnd) call(() => request.onEnd?.(seq));
     }
     this.begin(now);
   };
@@ -408,10 +424,10 @@ export class EngineModel {
   }
 }
 
-/** A token to its request; a callback that throws does not stop the engine (its error is rethrown outside). */
-function emit(request: EngineRequest, index: number, last: boolean): void {
+/** A request's callback; one that throws does not stop the engine (its error is rethrown outside). */
+function call(callback: () => void): void {
   try {
-    request.onToken(index, last);
+    callback();
   } catch (err) {
     queueMicrotask(() => {
       throw err;

@@ -16,6 +16,8 @@ import type { Plan, TokenSource } from './stream.js';
 export class MockEngine {
   readonly model: EngineModel;
   readonly metrics: EngineMetrics;
+  /** The traced requests that ended, oldest first (at most `TRACED`); see `takeTraced`. */
+  private traced: TracedRequest[] = [];
 
   constructor(
     options: EngineOptions,
@@ -36,7 +38,7 @@ export class MockEngine {
    * Submits a request whose plan is made: sets its usage's prompt tokens to the engine's count.
    * Throws EngineRejected when the engine cannot take it.
    */
-  submit(body: GenerationRequest, api: Api, plan: Plan, model: string): EngineRun {
+  submit(body: GenerationRequest, api: Api, plan: Plan, model: string, traceId?: string): EngineRun {
     const prompt =
       api === 'chat'
         ? chatTokens(Array.isArray(body.messages) ? body.messages : [], body.add_generation_prompt !== false)
@@ -51,11 +53,51 @@ export class MockEngine {
       adapter: this.model.servesAdapter(model) ? model : undefined,
       finishReason: plan.tool ? 'stop' : plan.completion.finishReason,
       onToken: run.onToken,
+      onEnd: traceId === undefined ? undefined : (ticket) => this.trace(traceId, ticket),
     });
     plan.usage.prompt_tokens = prompt.length;
     plan.usage.total_tokens = prompt.length + plan.usage.completion_tokens;
     return run;
   }
+
+  /** The traced requests that ended since the last call (the oldest dropped past 100,000). */
+  takeTraced(): TracedRequest[] {
+    const out = this.traced;
+    this.traced = [];
+    return out;
+  }
+
+  private trace(id: string, t: EngineTicket): void {
+    this.traced.push({
+      id,
+      state: t.state,
+      promptTokens: t.promptTokens,
+      hitTokens: t.hitTokens,
+      arrivedAt: t.arrivedAt,
+      admittedAt: t.admittedAt ?? null,
+      firstTokenAt: t.firstTokenAt ?? null,
+      finishedAt: t.finishedAt ?? null,
+    });
+    if (this.traced.length > TRACED) this.traced.splice(0, this.traced.length - TRACED);
+  }
+}
+
+const TRACED = 100_000;
+
+/**
+ * What the engine did with a request that carried `x-mock-trace-id` (`GET /mock/engine/requests`):
+ * its times on the engine's clock (ms), so that its time to first token at the engine
+ * (`firstTokenAt - arrivedAt`: queue and prefill) can be told apart from what the way to it added.
+ */
+export interface TracedRequest {
+  id: string;
+  state: EngineTicket['state'];
+  promptTokens: number;
+  hitTokens: number;
+  arrivedAt: number;
+  admittedAt: number | null;
+  firstTokenAt: number | null;
+  finishedAt: number | null;
 }
 
 /** The tokens of the answer as the next turn of a conversation would send it back. */

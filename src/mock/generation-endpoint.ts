@@ -119,7 +119,7 @@ export async function generate(
     }
     if (engine) {
       try {
-        run = engine.submit(body, api, plan, model);
+        run = engine.submit(body, api, plan, model, header(req, 'x-mock-trace-id'));
       } catch (err) {
         if (!(err instanceof EngineRejected)) throw err;
         life.end('completed');

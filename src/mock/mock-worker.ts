@@ -21,11 +21,14 @@ export type { MockWorkerStats, UtilityFault } from './worker-state.js';
  *
  * Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions,
  * POST /flush_cache, POST /reset_prefix_cache, GET /is_sleeping, POST /sleep, POST /wake_up,
- * GET /mock/stats, POST /mock/fault {"fault": "..."}; with an engine model, GET /metrics.
+ * GET /mock/stats, POST /mock/fault {"fault": "..."}; with an engine model, GET /metrics,
+ * GET /mock/engine (its counters) and GET /mock/engine/requests (the requests traced with
+ * `x-mock-trace-id` that ended since the last call, with their times on the engine's clock).
  *
  * Request headers it reads: `x-request-id`, `x-data-parallel-rank`, `x-mock-fault: <spec>`,
  * `x-mock-tool-call: <function name>` (with `tools`), `x-mock-reasoning: <N tokens>`,
- * `x-mock-tool-script: <JSON>` (a scripted tool loop, see `scriptStepOf` in generation-request.ts).
+ * `x-mock-tool-script: <JSON>` (a scripted tool loop, see `scriptStepOf` in generation-request.ts),
+ * `x-mock-trace-id: <id>` (with an engine model: keep the request's times under that id).
  */
 export interface MockWorkerOptions {
   /** 0 = an ephemeral port (default). */

@@ -1,6 +1,6 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type GenerationSettings, generate } from './generation-endpoint.js';
-import { sendError } from './http-io.js';
+import { send, sendError } from './http-io.js';
 import { health, listModels, setWorkerFault, showStats, utilityCall } from './utility-endpoints.js';
 import type { WorkerState } from './worker-state.js';
 
@@ -35,6 +35,14 @@ export function mockRoutes(
         return void res.end(settings.engine.metrics.render());
       case 'GET /mock/stats':
         return showStats(res, state);
+      case 'GET /mock/engine':
+        // The engine model's own counters (engine-model.ts's EngineStats), beside its /metrics.
+        if (!settings.engine) return sendError(res, 404, `Not Found: ${route}`);
+        return send(res, 200, JSON.stringify(settings.engine.model.stats));
+      case 'GET /mock/engine/requests':
+        // The requests with `x-mock-trace-id` that ended since the last call (engine-run.ts).
+        if (!settings.engine) return sendError(res, 404, `Not Found: ${route}`);
+        return send(res, 200, JSON.stringify(settings.engine.takeTraced()));
       case 'POST /mock/fault':
         return setWorkerFault(req, res, state);
       case 'POST /flush_cache':
