@@ -34,6 +34,8 @@ export interface CellResult {
   /** TTFT p99 of the small tenants' and of the hot tenant's requests (workloads with tenants). */
   smallTenantsTtftP99Ms?: number;
   hotTenantTtftP99Ms?: number;
+  /** The small tenants' TTFT p99 at the engines (model time: see `engineTtftMs`). */
+  smallTenantsEngineTtftP99Ms?: number;
   /**
    * How far the measurement itself was disturbed: CPU cores used by the gateways (each), the
    * engines' process and the clients' over the cell; how late the engines' steps ran after their
@@ -80,6 +82,9 @@ const pct = (v: number | null | undefined) =>
 const ms = (v: number | undefined) =>
   v === undefined || Number.isNaN(v) ? '–' : v >= 100 ? v.toFixed(0) : v.toFixed(1);
 
+/** A cell measured while the machine was busy: its engines ran steps late, or its clients' event loop lagged. */
+const BUSY = (c: CellResult) => c.machine.engineLateness.meanMs > 2 || c.machine.clientLoopDelayP99Ms > 50;
+
 function problems(c: CellResult): string {
   const bad = Object.entries(c.outcomes).filter(([k]) => k !== 'ok');
   return bad.length === 0 ? '0' : bad.map(([k, v]) => `${v} ${k}`).join(', ');
@@ -115,9 +120,15 @@ export function markdownReport(r: RoutingReport): string {
     for (const c of cells) {
       const a = alone.get(`${c.policy}/${c.replicas}`);
       lines.push(
-        `| ${c.policy} | ${c.replicas} | ${ms(c.ttftMs.p50)} / ${ms(c.ttftMs.p90)} / ${ms(c.ttftMs.p99)} | ${ms(c.engineTtftMs.p50)} / ${ms(c.engineTtftMs.p90)} / ${ms(c.engineTtftMs.p99)} | ${c.outputTokensPerSecond.toFixed(0)} | ${pct(c.prefixHitRate)} | ${pct(c.sameEngineRate)} | ${pct(c.batchUse)} | ${c.waiting.mean.toFixed(1)} / ${c.waiting.max} |${tenants ? ` ${ms(c.smallTenantsTtftP99Ms)} / ${ms(a?.smallTenantsTtftP99Ms)} | ${ms(c.hotTenantTtftP99Ms)} |` : ''} ${problems(c)} |`,
+        `| ${c.policy}${BUSY(c) ? ' †' : ''} | ${c.replicas} | ${ms(c.ttftMs.p50)} / ${ms(c.ttftMs.p90)} / ${ms(c.ttftMs.p99)} | ${ms(c.engineTtftMs.p50)} / ${ms(c.engineTtftMs.p90)} / ${ms(c.engineTtftMs.p99)} | ${c.outputTokensPerSecond.toFixed(0)} | ${pct(c.prefixHitRate)} | ${pct(c.sameEngineRate)} | ${pct(c.batchUse)} | ${c.waiting.mean.toFixed(1)} / ${c.waiting.max} |${tenants ? ` ${ms(c.smallTenantsTtftP99Ms)} / ${ms(a?.smallTenantsTtftP99Ms)} | ${ms(c.hotTenantTtftP99Ms)} |` : ''} ${problems(c)} |`,
       );
     }
+  }
+  if (r.cells.some(BUSY)) {
+    lines.push(
+      '',
+      "† Measured while the machine was busy (its engines ran their steps more than 2 ms late on average, or the clients' event loop lagged more than 50 ms at p99: see the last table): its TTFT at the client carries that, its TTFT at the engines much less.",
+    );
   }
   lines.push(
     '',

@@ -10,9 +10,9 @@
  *   to several thousand tokens.
  * - `short`: independent short prompts, nothing shared.
  * - `tenants`: one hot tenant (long unique documents under its own system prompt, three
- *   quarters of the load) beside many small tenants (short questions under a system prompt of
- *   their own, a quarter of the load); `tenants-alone` is the small tenants' very same requests
- *   without the hot tenant.
+ *   quarters of the load, sent in bursts twice a second as a batch job would) beside many small
+ *   tenants (short questions under a system prompt of their own, a quarter of the load);
+ *   `tenants-alone` is the small tenants' very same requests without the hot tenant.
  *
  * Sessions arrive as a Poisson process whose rate puts the fleet at `load` times its batched
  * capacity (see `engineSecondsPerRequest`), from before the cell starts: a session that arrived
@@ -99,6 +99,8 @@ interface Kind {
   session(random: Random, id: number): Draft;
   /** Its share of the load (workloads mixing kinds of session). */
   share: number;
+  /** Sessions that arrive in bursts: each waits for the next multiple of this many ms. */
+  burstMs?: number;
 }
 
 function kindsOf(name: WorkloadName, seed: number): Kind[] {
@@ -191,6 +193,8 @@ function kindsOf(name: WorkloadName, seed: number): Kind[] {
         },
         {
           share: 0.75,
+          // A batch job: what it sends comes all at once, twice a second.
+          burstMs: 500,
           session: (random, id) => ({
             id,
             tenant: 'hot',
@@ -335,7 +339,10 @@ export function makeWorkload(name: WorkloadName, settings: WorkloadSettings): Wo
         firstTurn++;
       }
       if (firstTurn === draft.turns.length) continue; // over before the cell starts
-      sessions.push({ ...draft, startMs: Math.max(0, due + draft.turns[firstTurn]!.thinkMs), firstTurn });
+      let startMs = Math.max(0, due + draft.turns[firstTurn]!.thinkMs);
+      if (kind.burstMs) startMs = Math.ceil(startMs / kind.burstMs) * kind.burstMs;
+      if (startMs >= settings.seconds * 1000) continue;
+      sessions.push({ ...draft, startMs, firstTurn });
     }
   });
   sessions.sort((a, b) => a.startMs - b.startMs || a.id - b.id);

@@ -66,6 +66,26 @@ describe('the mock worker with an engine model', () => {
     expect(worker.engine!.stats.generationTokens).toBe(5);
   });
 
+  it('keeps every token the engine computes while a fault delays the first event', async () => {
+    const worker = await engineWorker({ decodeTokensPerSecond: 1000 });
+    const res = await post(
+      `${worker.url}/v1/chat/completions`,
+      { model: 'mock-model', messages: messages('q'), stream: true, max_tokens: 6 },
+      { 'x-mock-fault': 'delay_first:100' },
+    );
+    expect(res.status).toBe(200);
+    const data = sseData(res.text);
+    const content = data
+      .filter((d) => d !== '[DONE]')
+      .map(
+        (d) =>
+          (JSON.parse(d) as { choices: { delta: { content?: string } }[] }).choices[0]!.delta.content ?? '',
+      )
+      .join('');
+    expect(content).toBe(' the quick brown fox jumps over');
+    expect(data.at(-1)).toBe('[DONE]');
+  });
+
   it('answers a request that is not streamed when the engine has generated it', async () => {
     const worker = await engineWorker({ decodeTokensPerSecond: 500 });
     const res = await post(`${worker.url}/v1/completions`, {

@@ -166,7 +166,7 @@ export class EngineModel {
   private readonly pool: BlockPool;
   private readonly random: () => number;
   private readonly waiting: Sequence[] = [];
-  private running: Sequence[] = [];
+  private readonly running: Sequence[] = [];
   /** Adapters in the GPU slots, least recently used first. */
   private readonly slots: string[] = [];
   private nextId = 0;

@@ -91,6 +91,8 @@ export class MockStream {
   private due = 0;
   /** Ticks of the clock or of the token source not yet used by a token. */
   private ticks = 0;
+  /** The token source gave its first tick; the stream began (past any delay_first). */
+  private ticked = false;
   private begun = false;
   /** The last event written was a token: the next event waits for a tick. */
   private afterToken = false;
@@ -139,11 +141,12 @@ export class MockStream {
     else this.begin();
   }
 
-  /** The token source's first tick opens the stream; each later one releases a token. */
+  /** The token source's first tick opens the stream; each later one releases a token (kept until it began). */
   private readonly sourceTick = (): void => {
     if (this.begun) this.run();
+    else if (this.ticked) this.ticks++;
     else {
-      this.begun = true;
+      this.ticked = true;
       this.open();
     }
   };
@@ -154,6 +157,7 @@ export class MockStream {
    * tokens take N intervals (as a non-streaming answer does).
    */
   private readonly begin = (): void => {
+    this.begun = true;
     this.due = this.clock.now();
     this.pump();
   };
