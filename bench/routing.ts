@@ -19,7 +19,7 @@
  * test: its figures depend on the machine, which the engines, gateways and clients share.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -409,13 +409,14 @@ async function main(): Promise<void> {
   const gatewayCount = Math.max(...args.replicas);
   const gateways: Proc[] = [];
   try {
-    gateways.push(
-      ...(await Promise.all(
-        Array.from({ length: gatewayCount }, () =>
-          startNode(cli ? [cli, ...serve] : ['--import', 'tsx', join(ROOT, 'src/cli/main.ts'), ...serve]),
-        ),
-      )),
+    const starts = await Promise.allSettled(
+      Array.from({ length: gatewayCount }, () =>
+        startNode(cli ? [cli, ...serve] : ['--import', 'tsx', join(ROOT, 'src/cli/main.ts'), ...serve]),
+      ),
     );
+    for (const start of starts) if (start.status === 'fulfilled') gateways.push(start.value);
+    const failed = starts.find((start) => start.status === 'rejected');
+    if (failed) throw failed.reason;
     const origins = gateways.map((g) => new URL(g.line.url).origin);
     const settings = (seconds: number, load: number) => ({
       engines: args.engines,
@@ -540,6 +541,7 @@ async function main(): Promise<void> {
     console.log(`\nwritten ${file.pathname}`);
   } finally {
     await Promise.all([...gateways, fleet].map(stopProc));
+    rmSync(dir, { recursive: true, force: true });
   }
 }
 
