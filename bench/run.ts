@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: the gateway against going direct to the worker, measured in one run on
- * loopback. Starts a mock worker and a gateway from the build as separate processes, drives
+ * loopback (`npm run bench -- routing` runs the routing benchmark, bench/routing.ts, instead). Starts a mock worker and a gateway from the build as separate processes, drives
  * them from this process, prints a table and writes bench/results/<timestamp>.json.
  */
 import { mkdirSync, mkdtempSync, writeFileSync } from 'node:fs';
@@ -496,4 +496,6 @@ async function main(): Promise<void> {
   console.log(`\nwritten ${file.pathname}`);
 }
 
-await main();
+// `npm run bench -- routing ...`: the routing benchmark (bench/routing.ts) instead.
+if (process.argv[2] === 'routing') await import('./routing.js');
+else await main();
