@@ -3,6 +3,7 @@
  * and what the README's Performance section shows): `tsx bench/report.ts bench/results/<run>.json`.
  */
 import { readFileSync } from 'node:fs';
+import type { EmbeddingsRow } from './embeddings-case.js';
 
 interface Stream {
   streams: number;
@@ -26,7 +27,8 @@ export interface BenchReport {
   quick: boolean;
   profiled: boolean;
   machine: { cpus: number; model: string; memGiB: number; node: string };
-  nonStreaming: Record<
+  /** A run of `--only=embeddings` has that case alone; the others are then absent. */
+  nonStreaming?: Record<
     string,
     {
       concurrency: number;
@@ -45,12 +47,14 @@ export interface BenchReport {
       errors: number;
     }
   >;
-  streamSeconds: number;
-  chatStreams: Stream;
-  floorStreams: Stream;
+  /** Runs before the embeddings case have none. */
+  embeddings?: EmbeddingsRow;
+  streamSeconds?: number;
+  chatStreams?: Stream;
+  floorStreams?: Stream;
   dutyFloorStreams?: Stream;
-  responseStreams: Stream;
-  streamRatios: {
+  responseStreams?: Stream;
+  streamRatios?: {
     eventsPerCpuSecond: number;
     eventsPerCpuSecondOfDutyFloor?: number;
     /** Runs before the TTFT case of its own had it here, from the stream rounds. */
@@ -70,8 +74,8 @@ export interface BenchReport {
     /** Streams that failed, over all targets and rounds. */
     errors: number;
   };
-  burst: { streams: number; tokens: number; gateway: Stream; floor: Stream };
-  cacheAwareDecisionMicros: { p50: number; p99: number };
+  burst?: { streams: number; tokens: number; gateway: Stream; floor: Stream };
+  cacheAwareDecisionMicros?: { p50: number; p99: number };
   radixLookupMicros?: { p50: number; p99: number };
 }
 
@@ -90,11 +94,20 @@ export function markdownReport(r: BenchReport): string {
   const lines: string[] = [];
   lines.push(
     `Run ${r.date}${r.quick ? ' (quick)' : ''}${r.profiled ? ' (profiled)' : ''}: ${r.machine.cpus} × ${r.machine.model}, ${r.machine.memGiB} GiB, Node ${r.machine.node.replace(/^v/, '')}.`,
+  );
+  if (r.nonStreaming) nonStreamingTable(lines, r.nonStreaming);
+  if (r.embeddings) embeddingsTable(lines, r.embeddings);
+  if (r.chatStreams) streamTables(lines, r);
+  return lines.join('\n');
+}
+
+function nonStreamingTable(lines: string[], rows: NonNullable<BenchReport['nonStreaming']>): void {
+  lines.push(
     '',
     '| non-streaming chat, 1 KB prompt | floor relay | fastify floor | checks floor | duty floor | gateway | gateway / floor | gateway / duty floor |',
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
   );
-  for (const row of Object.values(r.nonStreaming)) {
+  for (const row of Object.values(rows)) {
     const c = row.cpuMicrosPerRequest;
     lines.push(
       `| c=${row.concurrency}: relay CPU µs per request | ${c.floor} | ${opt(c.fastifyFloor)} | ${opt(c.checksFloor)} | ${opt(c.dutyFloor)} | ${c.gateway} | ${c.ratio}× | ${opt(c.dutyRatio, (v) => `${v}×`)} |`,
@@ -102,23 +115,40 @@ export function markdownReport(r: BenchReport): string {
       `| c=${row.concurrency}: requests/s (direct ${n(row.rps.direct)}) | ${n(row.rps.floor)} | | | | ${n(row.rps.gateway)} | | |`,
     );
   }
-  const f = r.floorStreams;
+}
+
+function embeddingsTable(lines: string[], e: EmbeddingsRow): void {
+  lines.push(
+    '',
+    `| embeddings: ${e.inputs} inputs a request (base64, ${e.dimensions} dimensions), c=${e.concurrency} | floor relay | gateway | gateway / floor |`,
+    '| --- | ---: | ---: | ---: |',
+    `| relay CPU µs per request | ${e.cpuMicrosPerRequest.floor} | ${e.cpuMicrosPerRequest.gateway} | ${e.cpuMicrosPerRequest.ratio}× |`,
+    `| latency added p50 / p99 ms | ${e.addedMs.floor.p50} / ${e.addedMs.floor.p99} | ${e.addedMs.gateway.p50} / ${e.addedMs.gateway.p99} | |`,
+    `| requests/s (direct ${n(e.rps.direct)}) | ${n(e.rps.floor)} | ${n(e.rps.gateway)} | |`,
+    `| errors: ${e.errors} | | | |`,
+  );
+}
+
+/** The stream, TTFT and burst tables (a full run has them all). */
+function streamTables(lines: string[], r: BenchReport): void {
+  const f = r.floorStreams!;
   const d = r.dutyFloorStreams;
-  const c = r.chatStreams;
-  const s = r.responseStreams;
+  const c = r.chatStreams!;
+  const s = r.responseStreams!;
+  const ratios = r.streamRatios!;
   lines.push(
     '',
     `| ${c.streams} streams at 50 events/s for ${r.streamSeconds} s | floor relay | duty floor | chat | gateway / floor | gateway / duty floor | responses |`,
     '| --- | ---: | ---: | ---: | ---: | ---: | ---: |',
-    `| relayed events per relay CPU-second | ${n(f.eventsPerGatewayCpuSecond)} | ${opt(d?.eventsPerGatewayCpuSecond, n)} | ${n(c.eventsPerGatewayCpuSecond)} | ${r.streamRatios.eventsPerCpuSecond} | ${opt(r.streamRatios.eventsPerCpuSecondOfDutyFloor)} | ${n(s.eventsPerGatewayCpuSecond)} |`,
+    `| relayed events per relay CPU-second | ${n(f.eventsPerGatewayCpuSecond)} | ${opt(d?.eventsPerGatewayCpuSecond, n)} | ${n(c.eventsPerGatewayCpuSecond)} | ${ratios.eventsPerCpuSecond} | ${opt(ratios.eventsPerCpuSecondOfDutyFloor)} | ${n(s.eventsPerGatewayCpuSecond)} |`,
     ...(c.eachRound && f.eachRound
       ? [
           `| the same, each round (${c.rounds} each, taking turns) | ${f.eachRound.map((x) => n(x.eventsPerCpuSecond)).join(', ')} | ${d?.eachRound ? d.eachRound.map((x) => n(x.eventsPerCpuSecond)).join(', ') : '–'} | ${c.eachRound.map((x) => n(x.eventsPerCpuSecond)).join(', ')} | | | |`,
         ]
       : []),
-    ...(r.streamRatios.ttftAdded
+    ...(ratios.ttftAdded
       ? [
-          `| TTFT added p50 / p99 ms${c.rounds ? ' (mean of the rounds)' : ''} | ${f.ttftAddedMs.p50} / ${f.ttftAddedMs.p99} | ${d ? `${d.ttftAddedMs.p50} / ${d.ttftAddedMs.p99}` : '–'} | ${c.ttftAddedMs.p50} / ${c.ttftAddedMs.p99} | ${r.streamRatios.ttftAdded.p50}× / ${r.streamRatios.ttftAdded.p99}× | | ${s.ttftAddedMs.p50} / ${s.ttftAddedMs.p99} |`,
+          `| TTFT added p50 / p99 ms${c.rounds ? ' (mean of the rounds)' : ''} | ${f.ttftAddedMs.p50} / ${f.ttftAddedMs.p99} | ${d ? `${d.ttftAddedMs.p50} / ${d.ttftAddedMs.p99}` : '–'} | ${c.ttftAddedMs.p50} / ${c.ttftAddedMs.p99} | ${ratios.ttftAdded.p50}× / ${ratios.ttftAdded.p99}× | | ${s.ttftAddedMs.p50} / ${s.ttftAddedMs.p99} |`,
         ]
       : []),
     `| inter-token p99 ms (direct ${f.interTokenP99Ms.direct}) | ${f.interTokenP99Ms.gateway} | ${opt(d?.interTokenP99Ms.gateway)} | ${c.interTokenP99Ms.gateway} | | | ${s.interTokenP99Ms.gateway} |`,
@@ -137,7 +167,8 @@ export function markdownReport(r: BenchReport): string {
       `| errors (all targets, all rounds): ${t.errors} | | | | | |`,
     );
   }
-  const b = r.burst;
+  const b = r.burst!;
+  const decision = r.cacheAwareDecisionMicros!;
   lines.push(
     '',
     `| burst: ${n(b.streams)} chat streams opened at once on one worker (${b.tokens} tokens each) | floor relay | gateway (default limits) |`,
@@ -147,14 +178,13 @@ export function markdownReport(r: BenchReport): string {
     `| KB per stream (peak RSS over idle / ${n(b.streams)}) | ${b.floor.gatewayRssPerStreamKB} | ${b.gateway.gatewayRssPerStreamKB} |`,
     `| relayed events per relay CPU-second | ${n(b.floor.eventsPerGatewayCpuSecond)} | ${n(b.gateway.eventsPerGatewayCpuSecond)} |`,
     '',
-    `Cache-aware routing decision, 10k prefixes: p50 ${r.cacheAwareDecisionMicros.p50} µs, p99 ${r.cacheAwareDecisionMicros.p99} µs.`,
+    `Cache-aware routing decision, 10k prefixes: p50 ${decision.p50} µs, p99 ${decision.p99} µs.`,
     ...(r.radixLookupMicros
       ? [
           `Radix tree lookup, a 1 KB prompt among 10k: p50 ${r.radixLookupMicros.p50} µs, p99 ${r.radixLookupMicros.p99} µs.`,
         ]
       : []),
   );
-  return lines.join('\n');
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

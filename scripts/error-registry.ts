@@ -54,6 +54,7 @@ export const CODES_WITH_TWO_STATUSES: Readonly<Record<string, string>> = {
 export const SECTIONS: Readonly<Record<string, string>> = {
   'request-errors.ts': 'Request validation',
   'request-content-errors.ts': 'Request content',
+  'batch-errors.ts': 'Embeddings, rerank, score and tokenizer requests',
   'not-found-errors.ts': 'Not found',
   'conflict-errors.ts': 'Conflicts',
   'auth-errors.ts': 'Authentication and limits',

@@ -290,6 +290,33 @@ describe('OpenTelemetry tracing', () => {
     expect(sentTo(1)).toContain(served.spanId);
   });
 
+  it('an embeddings request that fails over: its server span, an attempt span per try, its input tokens', async () => {
+    const { gw, workers } = await setup(2);
+    workers[0]!.setFault('http_500');
+    const res = await post(
+      `${gw.url}/v1/embeddings`,
+      { model: 'mock-model', input: ['one two', 'three'] },
+      { 'x-request-id': 'tr-embed-1' },
+    );
+    expect(res.status).toBe(200);
+    const { server, attempts } = await receiver.waitFor('tr-embed-1', 2);
+    expect(server.name).toBe('POST /v1/embeddings');
+    expect(attrs(server.attributes)).toMatchObject({
+      'gen_ai.operation.name': 'embeddings',
+      'gen_ai.request.model': 'mock-model',
+      'gen_ai.usage.input_tokens': 3,
+      'http.route': '/v1/embeddings',
+      'http.response.status_code': 200,
+      'sluice.outcome': 'completed',
+      'sluice.attempts': 2,
+    });
+    expect(attempts.map((a) => a.name)).toEqual(['embeddings mock-model', 'embeddings mock-model']);
+    expect(attempts.map((a) => attrs(a.attributes)['sluice.upstream.request_id']).sort()).toEqual([
+      'tr-embed-1',
+      'tr-embed-1-retry1',
+    ]);
+  });
+
   it('a stream failing mid-way sets ERROR with the stable code', async () => {
     const { gw, workers } = await setup(1);
     workers[0]!.setFault('reset_after:2');

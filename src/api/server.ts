@@ -23,6 +23,7 @@ import { healthRoutes } from './routes/health.js';
 import { messagesRawRoute, messagesRoutes } from './routes/messages.js';
 import { metricsRoutes } from './routes/metrics.js';
 import { modelRoutes } from './routes/models.js';
+import { poolingHandlers, poolingRoutes } from './routes/pooling.js';
 import { responseRoutes, responsesCreate } from './routes/responses.js';
 import { responseCompactRoutes } from './routes/responses-compact.js';
 import { responseWebSocketRoutes } from './routes/responses-websocket.js';
@@ -87,9 +88,10 @@ function isIdentity(encoding: string): boolean {
 
 export function buildServer(ctx: GatewayContext): FastifyInstance {
   const generation = generationHandlers(ctx);
-  // The generation paths' usual requests skip the framework (see raw-json-route.ts).
+  const pooling = poolingHandlers(ctx);
+  // The generation and embeddings paths' usual requests skip the framework (see raw-json-route.ts).
   const rawRoutes = new Map<string, RawRoute>(
-    [...generation].map(([path, handle]) => [path, { handle }] as [string, RawRoute]),
+    [...generation, ...pooling].map(([path, handle]) => [path, { handle }] as [string, RawRoute]),
   );
   rawRoutes.set('/v1/messages', messagesRawRoute(ctx));
   rawRoutes.set('/v1/responses', { handle: responsesCreate(ctx) });
@@ -187,6 +189,7 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
     },
   });
   app.register(generationRoutes(generation));
+  app.register(poolingRoutes(pooling));
   app.register(responseRoutes(ctx));
   app.register(messagesRoutes(ctx));
   app.register(responseWebSocketRoutes(ctx));

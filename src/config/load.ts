@@ -55,6 +55,8 @@ const ENV_PATHS: Record<
   SLUICE_MAX_PREFACE_BYTES: { path: ['limits', 'maxPrefaceBytes'], kind: 'number' },
   SLUICE_MAX_BODY_BYTES: { path: ['limits', 'maxBodyBytes'], kind: 'number' },
   SLUICE_MAX_OUTPUT_TOKENS: { path: ['limits', 'maxOutputTokens'], kind: 'number' },
+  SLUICE_MAX_BATCH_INPUTS: { path: ['limits', 'maxBatchInputs'], kind: 'number' },
+  SLUICE_BATCH_SPLIT_SIZE: { path: ['routing', 'batchSplitSize'], kind: 'number' },
   SLUICE_HEALTH_INTERVAL_MS: { path: ['health', 'intervalMs'], kind: 'number' },
   SLUICE_RETRY_MAX_ATTEMPTS: { path: ['retry', 'maxAttempts'], kind: 'number' },
   SLUICE_DATA_DIR: { path: ['dataDir'], kind: 'string' },

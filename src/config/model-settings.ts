@@ -1,4 +1,5 @@
 import type { PolicyName, ScorerOptions } from '../routing/types.js';
+import type { ModelKind } from './model-kind.js';
 import type { ResumeSettings, SluiceConfig, Timeouts } from './schema.js';
 
 interface Resolved {
@@ -80,6 +81,11 @@ export class ModelSettings {
   /** Whether the model accepts an assistant prefill, to continue another model's cut stream. */
   continuation(model: string): boolean {
     return this.resolve(model).continuation;
+  }
+
+  /** What `models.<m>.kind` says the model serves; undefined when it says nothing. */
+  kinds(model: string): readonly ModelKind[] | undefined {
+    return Object.hasOwn(this.config.models, model) ? this.config.models[model]?.kind : undefined;
   }
 }
 

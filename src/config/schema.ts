@@ -1,10 +1,11 @@
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { AFFINITY_DEFAULTS } from '../routing/affinity-index.js';
-import { SCORER_DEFAULTS } from '../routing/scorer.js';
 import { POLICY_NAMES } from '../routing/types.js';
+import { filesSchema, mcpSettingsSchema } from './feature-schemas.js';
 import { METRIC_NAMES } from './metric-names.js';
+import { MODEL_KINDS } from './model-kind.js';
+import { flowSchema, modelScorerSchema, scorerSchema } from './routing-schemas.js';
 
 /**
  * The whole configuration of a gateway, validated at start. Every field has a default so that
@@ -59,40 +60,6 @@ const timeoutsShape = {
   deadlineMs: positiveInt,
 };
 
-/** The `mcp` settings: the MCP servers requests may name, and the bounds of what they may cost. */
-export const mcpSettingsSchema = z
-  .strictObject({
-    /** URL patterns of the MCP servers requests may name (README "MCP tools": what a pattern matches); none by default. */
-    allowedServers: z.array(z.string().min(1)).default([]),
-    /** Most MCP tool calls in one response (a request's `max_tool_calls` may lower it). */
-    maxToolCalls: positiveInt.default(16),
-    /** Most engine turns of one response's tool loop; default maxToolCalls + 2. */
-    maxTurns: positiveInt.optional(),
-    /** Bound of one MCP tool call (and of connecting, and of one page of a tool list). */
-    callTimeoutMs: positiveInt.default(30_000),
-    /** Bound of all the MCP work of one response; past it the engine gets no more MCP tools. */
-    totalTimeoutMs: positiveInt.default(300_000),
-    /** How long a server's tool list is reused. */
-    toolCacheMs: nonNegativeInt.default(60_000),
-    /** Most MCP servers (`mcp` tools) in one request; more is a 400 (`too_many_mcp_servers`). */
-    maxServersPerRequest: positiveInt.default(8),
-    /** Most MCP servers of one request connected to (listed) at once. */
-    connectConcurrency: positiveInt.default(4),
-    /** Bound of listing one server's tools: connecting and every page together. */
-    listTimeoutMs: positiveInt.default(30_000),
-    /** Most pages of one server's tool list (`nextCursor`); more fails the listing. */
-    maxListPages: positiveInt.default(8),
-    /** Most tools one server may list; more fails the listing. */
-    maxToolsPerServer: positiveInt.default(128),
-    /** Most bytes of one tool's definition as JSON (name, description, input schema, annotations). */
-    maxToolBytes: positiveInt.default(65_536),
-    /** Deepest nesting (objects and arrays) of one tool's input schema. */
-    maxToolSchemaDepth: positiveInt.default(32),
-    /** Most bytes (UTF-8) of one tool call's output; a larger one is cut (mcp_call error `mcp_output_too_large`). */
-    maxOutputBytes: positiveInt.default(1_048_576),
-  })
-  .transform((mcp) => ({ ...mcp, maxTurns: mcp.maxTurns ?? mcp.maxToolCalls + 2 }));
-
 export const timeoutsSchema = z.strictObject(timeoutsShape);
 const modelTimeoutsSchema = z.strictObject(timeoutsShape).partial();
 
@@ -139,37 +106,6 @@ const resumeShape = {
 };
 export const resumeSchema = z.strictObject(resumeShape);
 
-/** A scorer's weight: how much its 0..1 score counts in a worker's total (0: not at all). */
-const weight = z.number().min(0).max(1000);
-
-/** The scorer policy's weights (README "Scorer routing"), each optional: unset ones keep the default. */
-const scorerWeightsSchema = z.strictObject({
-  /** The share of the prompt's blocks last sent to the worker (its engine's prefix cache). */
-  prefix: weight.optional(),
-  /** Fewer requests waiting on its engine. */
-  queue: weight.optional(),
-  /** More of its engine's KV cache free. */
-  kvCache: weight.optional(),
-  /** The LoRA adapter asked for is loaded on its engine. */
-  lora: weight.optional(),
-  /** Fewer of this gateway's own requests in flight to it. */
-  inflight: weight.optional(),
-});
-
-/** When a worker is saturated: the scorer leaves it out, and with every worker saturated requests wait in the gateway. */
-const saturationSchema = z.strictObject({
-  /** More requests waiting on its engine than this (with what the gateway sent since the engine was read). */
-  maxWaiting: nonNegativeInt.optional(),
-  /** Its engine's KV cache fuller than this share (0..1). */
-  maxKvCacheUsage: z.number().min(0).max(1).optional(),
-});
-
-/** What a model may set of the scorer: its weights and saturation, over `routing.scorer`'s. */
-const modelScorerSchema = z.strictObject({
-  weights: scorerWeightsSchema.optional(),
-  saturation: saturationSchema.optional(),
-});
-
 export const modelSchema = z.strictObject({
   policy: policyNameSchema.optional(),
   /** This model's routing settings over `routing`'s (its scorer's weights and saturation). */
@@ -194,28 +130,15 @@ export const modelSchema = z.strictObject({
    * template rejects it.
    */
   continuation: z.boolean().optional(),
-});
-
-export const filesSchema = z.strictObject({
   /**
-   * PDFs are read (pdf.js) on threads of their own, each bounded; one past a bound is refused
-   * with 400 `file_too_complex`. What a PDF gave is kept by its content hash, so that a chain
-   * of responses (previous_response_id) reads each PDF once.
+   * What the model serves (`chat`, `embedding`, `rerank`, or a list of them): a request of
+   * another kind is refused with a 400 `wrong_model_kind`. Overrides what its workers' `/v1/models`
+   * declare; with neither, the model serves every kind (its engine answers what it cannot do).
    */
-  pdf: z
-    .strictObject({
-      /** Longest one PDF may be read for; past it its thread is ended. */
-      timeoutMs: positiveInt.default(10_000),
-      /** Memory one PDF's thread may take: its JS heap, and the buffers it decodes streams into, each. */
-      maxMemoryMb: z.number().int().min(32).default(256),
-      /** PDFs read at once (one thread each). */
-      concurrency: positiveInt.default(2),
-      /** PDFs waiting for a thread; past it a request is refused with 503 `file_parser_busy`. */
-      maxQueued: nonNegativeInt.default(64),
-      /** Texts of PDFs kept by content hash, in MB. */
-      cacheMb: positiveInt.default(64),
-    })
-    .prefault({}),
+  kind: z
+    .union([z.enum(MODEL_KINDS), z.array(z.enum(MODEL_KINDS)).min(1)])
+    .transform((kind) => (Array.isArray(kind) ? [...new Set(kind)] : [kind]))
+    .optional(),
 });
 
 export const configSchema = z.strictObject({
@@ -273,99 +196,17 @@ export const configSchema = z.strictObject({
         .prefault({}),
       consistentHash: z.strictObject({ virtualNodes: positiveInt.default(160) }).prefault({}),
       /** The scorer policy: filters, then weighted scorers on the engines' signals (README "Scorer routing"). */
-      scorer: z
-        .strictObject({
-          weights: scorerWeightsSchema
-            .prefault({})
-            .transform((w) => ({ ...SCORER_DEFAULTS.weights, ...definedOnly(w) })),
-          saturation: saturationSchema
-            .prefault({})
-            .transform((s) => ({ ...SCORER_DEFAULTS.saturation, ...definedOnly(s) })),
-          /** Prefix affinity: which workers were last sent which prompt blocks (shared by replicas through Redis). */
-          affinity: z
-            .strictObject({
-              /** Characters per block of a prompt. */
-              blockChars: positiveInt.default(AFFINITY_DEFAULTS.blockChars),
-              /** Blocks hashed per prompt, from its start. */
-              maxBlocks: positiveInt.default(AFFINITY_DEFAULTS.maxBlocks),
-              /** Block hashes kept, least recently used dropped past it. */
-              maxEntries: positiveInt.default(AFFINITY_DEFAULTS.maxEntries),
-              /** How long a block hash is kept after it was last routed. */
-              ttlMs: positiveInt.default(AFFINITY_DEFAULTS.ttlMs),
-              /** With `redis.url`: each replica's decisions are sent to the others (a Redis stream). */
-              share: z.boolean().default(true),
-              /** Decisions kept in the Redis stream, read by a replica that starts. */
-              streamLength: positiveInt.default(20_000),
-            })
-            .prefault({}),
-        })
-        .prefault({}),
+      scorer: scorerSchema,
+      /**
+       * 0 (the default): a batch of inputs is one request, to one worker. N: an embeddings request
+       * of more than N inputs is split into parts of N, sent to the model's workers at once (each
+       * part routed, retried and failed over on its own) and its answers joined in order.
+       */
+      batchSplitSize: nonNegativeInt.default(0),
     })
     .prefault({}),
-  /**
-   * Flow control (README "Flow control"): when every worker of a model routed by the scorer is
-   * saturated, its requests wait in the gateway, by priority class, fair between tenants within
-   * a class, each until its own queue deadline.
-   */
-  flow: z
-    .strictObject({
-      enabled: z.boolean().default(true),
-      /** Priority classes, highest first. */
-      classes: z
-        .array(z.string().regex(/^[a-z][a-z0-9_-]*$/, 'a lower-case name'))
-        .min(1)
-        .max(16)
-        .default(['high', 'normal', 'low']),
-      /** The class of a request whose key has none (and of every request without keys). */
-      defaultClass: z.string().default('normal'),
-      /** Per API key (its id `key_…` or its name): the highest class its requests may have, their default. */
-      keys: z.record(z.string().min(1), z.strictObject({ priority: z.string() })).default({}),
-      /** The header a request may lower its class with (a higher one than its key's is lowered to its key's). */
-      priorityHeader: z.string().min(1).default('x-sluice-priority'),
-      /** The header a request may shorten its queue deadline with, in ms. */
-      maxWaitHeader: z.string().min(1).default('x-sluice-max-wait-ms'),
-      /**
-       * Without API keys: the header that names a request's tenant (fairness is between tenants).
-       * With keys the tenant is the key, and this header is not read.
-       */
-      tenantHeader: z.string().min(1).optional(),
-      /** A request's queue deadline, unless its class sets another or its header a shorter one. */
-      maxWaitMs: positiveInt.default(30_000),
-      /** Per class: its queue deadline. */
-      classMaxWaitMs: z.record(z.string(), positiveInt).default({}),
-      /** Requests waiting per model at most; past it a request is refused at once. */
-      maxQueued: positiveInt.default(10_000),
-      /** How often a waiting queue looks at the workers again (besides when a request ends). */
-      pollMs: positiveInt.default(25),
-      /** With `redis.url`: how often a replica publishes its tenants' requests in flight and its queues, and reads the others'. */
-      shareIntervalMs: positiveInt.default(250),
-    })
-    .prefault({})
-    .superRefine((f, ctx) => {
-      const known = new Set(f.classes);
-      if (known.size !== f.classes.length)
-        ctx.addIssue({ code: 'custom', message: 'flow.classes has a class twice', path: ['classes'] });
-      if (!known.has(f.defaultClass))
-        ctx.addIssue({
-          code: 'custom',
-          message: `flow.defaultClass '${f.defaultClass}' is not one of flow.classes (${f.classes.join(', ')})`,
-          path: ['defaultClass'],
-        });
-      for (const [key, { priority }] of Object.entries(f.keys))
-        if (!known.has(priority))
-          ctx.addIssue({
-            code: 'custom',
-            message: `flow.keys.${key}.priority '${priority}' is not one of flow.classes`,
-            path: ['keys', key, 'priority'],
-          });
-      for (const name of Object.keys(f.classMaxWaitMs))
-        if (!known.has(name))
-          ctx.addIssue({
-            code: 'custom',
-            message: `flow.classMaxWaitMs.${name} is not one of flow.classes`,
-            path: ['classMaxWaitMs', name],
-          });
-    }),
+  /** Flow control (README "Flow control"): requests wait in the gateway while a scorer-routed model's workers are all saturated. */
+  flow: flowSchema,
   health: z
     .strictObject({
       intervalMs: positiveInt.default(5_000),
@@ -460,6 +301,12 @@ export const configSchema = z.strictObject({
        * with a 400 `max_tokens_too_large` naming the field. 128 Ki, OpenAI's largest output limit.
        */
       maxOutputTokens: positiveInt.default(128 * 1024),
+      /**
+       * The most inputs one batch may carry: an embeddings request's `input` items, a rerank's
+       * `documents`, a score's pairs. More is refused with a 400 `too_many_inputs` (2,048 is
+       * OpenAI's own bound of an embeddings request).
+       */
+      maxBatchInputs: positiveInt.default(2048),
     })
     .prefault({}),
   /** Mid-stream resume, off unless a model (or a request's X-Sluice-Resume header) turns it on. */
@@ -600,14 +447,11 @@ export const configSchema = z.strictObject({
   models: z.record(z.string().min(1), modelSchema).default({}),
 });
 
-/** The fields of `o` whose value is not undefined (zod keeps unset optional keys as undefined). */
-function definedOnly<T extends object>(o: T): Partial<T> {
-  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
-}
-
 export type SluiceConfigInput = z.input<typeof configSchema>;
 export type SluiceConfig = z.output<typeof configSchema>;
 export type WorkerConfig = z.output<typeof workerSchema>;
 export type Timeouts = z.output<typeof timeoutsSchema>;
 export type ResumeSettings = z.output<typeof resumeSchema>;
 export type WorkerLimits = z.output<typeof workerLimitsSchema>;
+
+export { filesSchema, mcpSettingsSchema } from './feature-schemas.js';

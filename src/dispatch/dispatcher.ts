@@ -1,4 +1,5 @@
 import type { Dispatcher as UndiciDispatcher } from 'undici';
+import type { KindNeeded } from '../config/model-kind.js';
 import type { ModelSettings } from '../config/model-settings.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { isSluiceError, type SluiceError } from '../errors/base.js';
@@ -27,6 +28,7 @@ import { Attempt } from './attempt.js';
 import { classifyRequestError, isUnreachable, outcomeOf } from './classify-upstream-error.js';
 import { FallbackChain } from './fallback-chain.js';
 import type { FlowControl, FlowTicket } from './flow-control.js';
+import { assertKind, servedKinds } from './model-kinds.js';
 import { BodyTooLarge, failedFinishOf, readBounded, readLimited } from './read-body.js';
 import type { Router } from './router.js';
 import type { CompletedResponse, DispatchRequest, OpenedStream, ResumePlan } from './types.js';
@@ -68,9 +70,22 @@ export class Dispatcher {
     return this.registry.knowsModel(model);
   }
 
-  /** Throws ModelNotFound when no worker serves `model`. */
-  assertModel(model: string): void {
+  /**
+   * Throws ModelNotFound when no worker serves `model`, and WrongModelKind when the model does
+   * not serve requests of `kind` (a generation's, unless told otherwise; see model-kinds.ts).
+   */
+  assertModel(model: string, kind: KindNeeded = 'chat'): void {
     if (!this.registry.knowsModel(model)) throw new ModelNotFound(model);
+    if (kind !== 'any')
+      assertKind(model, kind, servedKinds(model, this.settings.kinds(model), this.registry.forModel(model)));
+  }
+
+  /** The longest input `model` takes, in tokens: the largest `max_model_len` its workers report (none: undefined). */
+  contextLength(model: string): number | undefined {
+    let longest = 0;
+    for (const worker of this.registry.forModel(model))
+      longest = Math.max(longest, worker.maxModelLen.get(model) ?? 0);
+    return longest > 0 ? longest : undefined;
   }
 
   /** A healthy worker of the model, for a utility call that needs one (none: undefined). */
@@ -222,7 +237,8 @@ export class Dispatcher {
     req: DispatchRequest,
     run: (attempt: Attempt) => Promise<T>,
   ): Promise<T> {
-    this.assertModel(req.model);
+    // Its kind was checked by its front (a retry of an embeddings request is not a chat request).
+    this.assertModel(req.model, 'any');
     const { maxAttempts, backoffMs, maxBackoffMs } = this.config.retry;
     const deadlineAt = this.deadlineOf(req);
     /** Workers that failed this request's earlier attempts (made at the first failure). */

@@ -7,7 +7,7 @@ import type { ResumePlan } from './resumable-stream.js';
  * stream may resume. The dispatcher is the one implementation; nothing above the pipeline names it.
  */
 export interface Engine {
-  /** Throws ModelNotFound for a model no worker serves. */
+  /** Throws ModelNotFound for a model no worker serves, WrongModelKind for one that is not a chat model. */
   assertModel(model: string): void;
   /** Throws MaxTokensTooLarge when `requested` is over the model's bound. */
   assertOutputTokens(model: string, param: string, requested: number | null | undefined): void;

@@ -8,6 +8,7 @@ import {
   type Llama,
   type LlamaContext,
   type LlamaContextSequence,
+  type LlamaEmbeddingContext,
   type LlamaGrammar,
   LlamaGrammarEvaluationState,
   LlamaLogLevel,
@@ -118,12 +119,15 @@ export class LlamaEngine {
   /** The sequences held by requests now (acquired, not yet released). */
   private readonly held = new Set<LlamaContextSequence>();
   readonly prefixCache: PrefixCacheCounts = { queries: 0, hits: 0 };
+  /** The context that computes embeddings, made on the first request for one. */
+  private embedding: Promise<LlamaEmbeddingContext> | undefined;
 
   private constructor(
     private readonly llama: Llama,
     private readonly model: LlamaModel,
     private readonly context: LlamaContext,
     readonly loadMs: number,
+    private readonly threads: number,
   ) {
     const sequences = Array.from({ length: context.totalSequences }, () => context.getSequence());
     this.pool = new SlotPool(sequences);
@@ -152,7 +156,7 @@ export class LlamaEngine {
         contextSize: options.contextSize ?? Math.min(model.trainContextSize, DEFAULT_MAX_CONTEXT),
         threads: options.threads ?? 1,
       });
-      return new LlamaEngine(llama, model, context, performance.now() - started);
+      return new LlamaEngine(llama, model, context, performance.now() - started, options.threads ?? 1);
     } catch (err) {
       await llama.dispose();
       throw err;
@@ -165,6 +169,36 @@ export class LlamaEngine {
 
   get vocabularySize(): number | undefined {
     return this.model.fileInfo.metadata.tokenizer?.ggml?.tokens?.length;
+  }
+
+  /** Dimensions of the model's embedding vectors. */
+  get embeddingSize(): number {
+    return this.model.embeddingVectorSize;
+  }
+
+  /**
+   * The context embeddings are computed on: llama.cpp's own (`embeddings` on, one sequence, as
+   * long as a generation slot's), made on first use so that a chat-only deployment never pays
+   * for it. It evaluates one input at a time.
+   */
+  embeddingContext(): Promise<LlamaEmbeddingContext> {
+    this.embedding ??= this.model.createEmbeddingContext({
+      contextSize: this.context.contextSize,
+      threads: this.threads,
+    });
+    this.embedding.catch(() => {
+      this.embedding = undefined;
+    });
+    return this.embedding;
+  }
+
+  /** A text's tokens as read for an embedding or by the tokenizer endpoint: special-token text stays text. */
+  textTokens(text: string): Token[] {
+    return this.model.tokenize(text, false);
+  }
+
+  detokenize(tokens: readonly Token[]): string {
+    return this.model.detokenize(tokens, false);
   }
 
   get hasChatTemplate(): boolean {

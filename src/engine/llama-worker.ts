@@ -6,6 +6,7 @@ import { EngineMetrics } from './engine-metrics.js';
 import { readBody, sendJson } from './http-io.js';
 import { LlamaEngine } from './llama-engine.js';
 import { type Api, errorBody, responseId } from './openai-shapes.js';
+import { POOLING_PATHS, servePooling } from './pooling-endpoints.js';
 import { type PreparedRequest, prepareRequest } from './prepare-request.js';
 import { RequestError } from './request-schema.js';
 import { SlotWaitAborted } from './slot-pool.js';
@@ -13,8 +14,9 @@ import { StreamFailed, writeResponse } from './write-response.js';
 
 /**
  * An OpenAI-compatible server over llama.cpp, shaped like vLLM's: `/health`, `/v1/models`,
- * `/v1/chat/completions`, `/v1/completions` (streaming or not), `/metrics` (vLLM's names, see
- * engine-metrics.ts) and `/worker/stats`. Up to
+ * `/v1/chat/completions`, `/v1/completions` (streaming or not), `/v1/embeddings`, `/tokenize`,
+ * `/detokenize` (pooling-endpoints.ts), `/metrics` (vLLM's names, see engine-metrics.ts) and
+ * `/worker/stats`. Up to
  * `slots` requests generate at once; the others wait in FIFO order. A client that goes away
  * stops its generation at once and frees its slot. Raw node:http: five routes need no framework.
  */
@@ -30,7 +32,7 @@ export interface LlamaWorkerOptions {
 }
 
 export interface LlamaWorkerStats {
-  /** Generation requests received, valid or not. */
+  /** Generation, embeddings and tokenizer requests received, valid or not. */
   requests: number;
   /** Requests holding a slot. */
   inflight: number;
@@ -99,7 +101,7 @@ export async function createLlamaWorker(options: LlamaWorkerOptions): Promise<Ll
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    const path = (req.url ?? '/').split('?')[0];
+    const path = (req.url ?? '/').split('?')[0] ?? '/';
     if (req.method === 'GET' && path === '/health')
       return sendJson(res, closing ? 503 : 200, closing ? '{"status":"closing"}' : '{}');
     if (req.method === 'GET' && path === '/v1/models') {
@@ -110,6 +112,8 @@ export async function createLlamaWorker(options: LlamaWorkerOptions): Promise<Ll
         owned_by: 'sluice',
         root: options.modelPath,
         max_model_len: engine.contextSize,
+        // What it serves (sluice's convention, read by the gateway): every model generates and embeds.
+        kind: ['chat', 'embedding'],
       };
       return sendJson(res, 200, JSON.stringify({ object: 'list', data: [card] }));
     }
@@ -122,6 +126,8 @@ export async function createLlamaWorker(options: LlamaWorkerOptions): Promise<Ll
     }
     if (req.method === 'POST' && (path === '/v1/chat/completions' || path === '/v1/completions'))
       return generate(req, res, path === '/v1/chat/completions' ? 'chat' : 'completions');
+    if (req.method === 'POST' && POOLING_PATHS.has(path))
+      return servePooling(req, res, path, { engine, modelName, stats, closing: () => closing });
     sendJson(res, 404, errorBody(`Not found: ${req.method} ${path}`, 404));
   }
 

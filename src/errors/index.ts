@@ -1,5 +1,6 @@
 export * from './auth-errors.js';
 export * from './base.js';
+export * from './batch-errors.js';
 export * from './conflict-errors.js';
 export * from './file-errors.js';
 export * from './http-errors.js';

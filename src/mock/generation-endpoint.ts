@@ -1,5 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type ChoiceResult, completeBody, engineError, errorTypeOf } from './bodies.js';
+import { EngineRejected } from './engine-model.js';
+import type { EngineRun, MockEngine } from './engine-run.js';
 import { FaultSpecError, type Faults, parseFault } from './faults.js';
 import { reasoningText, TOOL_ARGUMENTS } from './generate.js';
 import {
@@ -22,6 +24,8 @@ export interface GenerationSettings {
   /** Tokens generated when a request sets no max_tokens. */
   defaultMaxTokens: number;
   pacing: Pacing;
+  /** The engine model that paces generation instead of `pacing.intervalMs` (engine-run.ts); none by default. */
+  engine?: MockEngine | undefined;
 }
 
 /**
@@ -63,7 +67,8 @@ export async function generate(
     typeof step?.fault === 'string' && body.continue_final_message !== true ? step.fault : undefined;
   const faultHeader = stepFault ?? header(req, 'x-mock-fault');
   const model = typeof body.model === 'string' ? body.model : '';
-  if (!settings.models.includes(model)) return sendError(res, 404, `The model \`${model}\` does not exist.`);
+  if (!settings.models.includes(model) && !settings.engine?.model.servesAdapter(model))
+    return sendError(res, 404, `The model \`${model}\` does not exist.`);
   let faults: Faults;
   try {
     faults = faultHeader === undefined ? state.takeFaults(model) : parseFault(faultHeader);
@@ -100,9 +105,13 @@ export async function generate(
     throw err;
   }
 
-  const { pacing } = settings;
+  const { pacing, engine } = settings;
+  let run: EngineRun | undefined;
   state.started();
-  const life = new Life(state.ended);
+  const life = new Life((how) => {
+    state.ended(how);
+    run?.ticket.abort();
+  });
   res.on('close', () => {
     if (!res.writableFinished) life.end('aborted');
   });
@@ -120,16 +129,29 @@ export async function generate(
         retryAfter === undefined ? {} : { 'retry-after': String(retryAfter) };
       return send(res, status, refusalBody(faults, status), headers);
     }
+    if (engine) {
+      try {
+        run = engine.submit(body, api, plan, model, header(req, 'x-mock-trace-id'));
+      } catch (err) {
+        if (!(err instanceof EngineRejected)) throw err;
+        life.end('completed');
+        return sendError(res, 400, err.message);
+      }
+    }
     const id = responseId(api);
     const created = Math.floor(Date.now() / 1000);
     if (body.stream === true) {
       const writer = new ChunkWriter(api, id, model, created, plan.choices);
-      return new MockStream(res, life, pacing, writer, plan, faults).start();
+      return new MockStream(res, life, pacing, writer, plan, faults, run).start();
     }
     if (faults.triggers.some((t) => t.kind === 'stall_after')) return; // a hung engine never answers
     // Like vLLM, a non-streaming answer comes when generation is done.
     const tokens = plan.usage.completion_tokens / plan.choices;
-    then(faults.delayFirstMs + pacing.intervalMs * tokens, () => {
+    const whenGenerated = (answer: () => void) =>
+      run
+        ? run.whenDone(() => then(faults.delayFirstMs, () => !life.ended && answer()))
+        : then(faults.delayFirstMs + pacing.intervalMs * tokens, answer);
+    whenGenerated(() => {
       const text = completeBody(api, id, model, created, resultsOf(plan), plan.usage);
       if (faults.triggers.some((t) => t.kind === 'drop_after')) {
         life.end('cut');

@@ -1,10 +1,15 @@
 import { createServer } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { Clock } from './clock.js';
+import type { EngineModel } from './engine-model.js';
+import type { EngineOptions } from './engine-options.js';
+import { MockEngine } from './engine-run.js';
 import { sendError } from './http-io.js';
 import { mockRoutes } from './routes.js';
 import { type MockWorkerStats, type UtilityFault, WorkerState } from './worker-state.js';
 
+export type { EngineModel, EngineStats } from './engine-model.js';
+export { ENGINE_DEFAULTS, type EngineOptions } from './engine-options.js';
 export { FAULTS, type FaultName, FaultSpecError, type Faults, parseFault } from './faults.js';
 export { sequence, token } from './generate.js';
 export type { MockWorkerStats, UtilityFault } from './worker-state.js';
@@ -16,11 +21,15 @@ export type { MockWorkerStats, UtilityFault } from './worker-state.js';
  *
  * Endpoints: GET /health, GET /v1/models, POST /v1/chat/completions, POST /v1/completions,
  * POST /flush_cache, POST /reset_prefix_cache, GET /is_sleeping, POST /sleep, POST /wake_up,
- * GET /mock/stats, POST /mock/fault {"fault": "..."}.
+ * GET /mock/stats, POST /mock/fault {"fault": "..."}; the embeddings, rerank, score and
+ * tokenizer endpoints of pooling-endpoints.ts; with an engine model, GET /metrics,
+ * GET /mock/engine (its counters) and GET /mock/engine/requests (the requests traced with
+ * `x-mock-trace-id` that ended since the last call, with their times on the engine's clock).
  *
  * Request headers it reads: `x-request-id`, `x-data-parallel-rank`, `x-mock-fault: <spec>`,
  * `x-mock-tool-call: <function name>` (with `tools`), `x-mock-reasoning: <N tokens>`,
- * `x-mock-tool-script: <JSON>` (a scripted tool loop, see `scriptStepOf` in generation-request.ts).
+ * `x-mock-tool-script: <JSON>` (a scripted tool loop, see `scriptStepOf` in generation-request.ts),
+ * `x-mock-trace-id: <id>` (with an engine model: keep the request's times under that id).
  */
 export interface MockWorkerOptions {
   /** 0 = an ephemeral port (default). */
@@ -44,12 +53,22 @@ export interface MockWorkerOptions {
   dpSize?: number | undefined;
   /** The context length `/v1/models` reports for every model (`max_model_len`, as vLLM does); none by default. */
   maxModelLen?: number | undefined;
+  /** Serve vLLM's `/tokenize` and `/detokenize` (default false: an engine without a tokenizer, as SGLang). */
+  tokenizer?: boolean | undefined;
+  /**
+   * An engine model (engine-model.ts) behind the endpoints: continuous batching, a waiting queue,
+   * a paged prefix cache, tokens paced by its steps (`tokensPerSecond` is then unused), LoRA
+   * adapters (served as models) and `GET /metrics` with vLLM's names. None by default.
+   */
+  engine?: EngineOptions | undefined;
 }
 
 export interface MockWorker {
   readonly url: string;
   readonly port: number;
   readonly stats: MockWorkerStats;
+  /** The engine model, when the worker has one. */
+  readonly engine: EngineModel | undefined;
   /** Sets the worker-wide fault; throws FaultSpecError on an invalid spec. */
   /** The worker-wide fault, or with `model` that model's only (see WorkerState.setFault). */
   setFault(fault: string | undefined, model?: string): void;
@@ -71,13 +90,16 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
   }
   const state = new WorkerState(options.fault);
   const clock = new Clock();
+  const engine = options.engine ? new MockEngine(options.engine, clock, models[0]!) : undefined;
   const route = mockRoutes(
     {
       models,
       dpSize: options.dpSize ?? 1,
       defaultMaxTokens: options.defaultMaxTokens ?? 16,
       maxModelLen: options.maxModelLen,
+      tokenizer: options.tokenizer ?? false,
       pacing: { clock, intervalMs, eventsPerWrite },
+      engine,
     },
     state,
   );
@@ -110,6 +132,7 @@ export async function createMockWorker(options: MockWorkerOptions = {}): Promise
     url: `http://${host}:${address.port}`,
     port: address.port,
     stats: state.stats,
+    engine: engine?.model,
     setFault(fault, model) {
       state.setFault(fault, model);
     },

@@ -1,6 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { type GenerationSettings, generate } from './generation-endpoint.js';
-import { sendError } from './http-io.js';
+import { send, sendError } from './http-io.js';
+import { POOLING_ROUTES, poolingEndpoint } from './pooling-endpoints.js';
 import { health, listModels, setWorkerFault, showStats, utilityCall } from './utility-endpoints.js';
 import type { WorkerState } from './worker-state.js';
 
@@ -8,6 +9,8 @@ import type { WorkerState } from './worker-state.js';
 export interface WorkerSettings extends GenerationSettings {
   /** The context length `/v1/models` reports for every model; none when undefined. */
   maxModelLen: number | undefined;
+  /** Whether it has vLLM's tokenizer endpoints (`/tokenize`, `/detokenize`); without, they are 404s. */
+  tokenizer: boolean;
 }
 
 /** The mock server's routing: `METHOD /path` (the query left out) to its endpoint; 404 for the rest. */
@@ -27,14 +30,30 @@ export function mockRoutes(
       case 'GET /health':
         return health(res, state);
       case 'GET /v1/models':
-        return listModels(res, settings.models, settings.maxModelLen);
+        return listModels(res, settings.models, settings.maxModelLen, settings.engine?.adapters);
+      case 'GET /metrics':
+        // vLLM's names, from the engine model; a worker without one has no /metrics.
+        if (!settings.engine) return sendError(res, 404, `Not Found: ${route}`);
+        res.writeHead(200, { 'content-type': 'text/plain; version=0.0.4; charset=utf-8' });
+        return void res.end(settings.engine.metrics.render());
       case 'GET /mock/stats':
         return showStats(res, state);
+      case 'GET /mock/engine':
+        // The engine model's own counters (engine-model.ts's EngineStats), beside its /metrics.
+        if (!settings.engine) return sendError(res, 404, `Not Found: ${route}`);
+        return send(res, 200, JSON.stringify(settings.engine.model.stats));
+      case 'GET /mock/engine/requests':
+        // The requests with `x-mock-trace-id` that ended since the last call (engine-run.ts).
+        if (!settings.engine) return sendError(res, 404, `Not Found: ${route}`);
+        return send(res, 200, JSON.stringify(settings.engine.takeTraced()));
       case 'POST /mock/fault':
         return setWorkerFault(req, res, state);
       case 'POST /flush_cache':
       case 'POST /reset_prefix_cache':
-        return utilityCall(route, res, state, () => '{}');
+        return utilityCall(route, res, state, () => {
+          settings.engine?.model.resetPrefixCache();
+          return '{}';
+        });
       case 'GET /is_sleeping':
         return utilityCall(route, res, state, () => JSON.stringify({ is_sleeping: state.sleeping }));
       case 'POST /sleep':
@@ -48,6 +67,7 @@ export function mockRoutes(
           return '{}';
         });
       default:
+        if (POOLING_ROUTES.has(route)) return poolingEndpoint(route, req, res, settings, state);
         return sendError(res, 404, `Not Found: ${route}`);
     }
   };

@@ -33,6 +33,15 @@ export interface Pacing {
   eventsPerWrite: number;
 }
 
+/**
+ * What paces a stream instead of the clock: the engine model (engine-run.ts). `tick` is called
+ * once for each token the engine computes (the first: the role chunk and the first token), and
+ * once more after the last (the finish).
+ */
+export interface TokenSource {
+  attach(tick: () => void): void;
+}
+
 /** How a request ended, for the stats. */
 export type Ending = 'completed' | 'aborted' | 'cut';
 
@@ -80,7 +89,11 @@ export class MockStream {
   private tokens = 0;
   private trigger = 0;
   private due = 0;
+  /** Ticks of the clock or of the token source not yet used by a token. */
+  private ticks = 0;
+  /** The token source gave its first tick; the stream began (past any delay_first). */
   private ticked = false;
+  private begun = false;
   /** The last event written was a token: the next event waits for a tick. */
   private afterToken = false;
   /** The pending token is choice 0's, the first of its step (one step = one token per choice). */
@@ -100,6 +113,7 @@ export class MockStream {
     private readonly writer: ChunkWriter,
     private readonly plan: Plan,
     private readonly faults: Faults,
+    private readonly source?: TokenSource,
   ) {
     this.clock = pacing.clock;
     this.intervalMs = pacing.intervalMs;
@@ -118,9 +132,24 @@ export class MockStream {
     this.res.flushHeaders();
     this.socket = this.res.socket ?? undefined;
     this.chunked = this.res.chunkedEncoding;
+    if (this.source) this.source.attach(this.sourceTick);
+    else this.open();
+  }
+
+  private open(): void {
     if (this.faults.delayFirstMs > 0) this.clock.after(this.faults.delayFirstMs, this.begin);
     else this.begin();
   }
+
+  /** The token source's first tick opens the stream; each later one releases a token (kept until it began). */
+  private readonly sourceTick = (): void => {
+    if (this.begun) this.run();
+    else if (this.ticked) this.ticks++;
+    else {
+      this.ticked = true;
+      this.open();
+    }
+  };
 
   /**
    * Timed streams: the first token follows the role chunk at once (delay_first imitates a
@@ -128,12 +157,13 @@ export class MockStream {
    * tokens take N intervals (as a non-streaming answer does).
    */
   private readonly begin = (): void => {
+    this.begun = true;
     this.due = this.clock.now();
     this.pump();
   };
 
   private readonly run = (): void => {
-    this.ticked = true;
+    this.ticks++;
     this.pump();
   };
 
@@ -142,7 +172,7 @@ export class MockStream {
   };
 
   private pump(): void {
-    const timed = this.intervalMs > 0;
+    const timed = this.intervalMs > 0 || this.source !== undefined;
     while (!this.life.ended) {
       if (this.pending === undefined) {
         this.pendingKind = this.kind;
@@ -159,11 +189,11 @@ export class MockStream {
         }
       }
       if (timed && this.afterToken && (kind !== 'token' || this.pendingStepStart)) {
-        if (!this.ticked) {
+        if (this.ticks === 0) {
           this.schedule();
           return;
         }
-        this.ticked = false;
+        this.ticks--;
       }
       const text = this.pending;
       this.pending = undefined;
@@ -187,6 +217,7 @@ export class MockStream {
 
   /** The next token is due one interval after the last; a stream more than an interval late skips ahead. */
   private schedule(): void {
+    if (this.source) return; // the source ticks
     const now = this.clock.now();
     let due = this.due + this.intervalMs;
     if (due < now - this.intervalMs) due = now;

@@ -10,18 +10,23 @@ export function health(res: ServerResponse, state: WorkerState): void {
   else sendError(res, 503, 'unhealthy (sluice mock)');
 }
 
-/** `GET /v1/models`, with `max_model_len` when one is set (as vLLM reports it). */
+/**
+ * `GET /v1/models`, with `max_model_len` when one is set (as vLLM reports it), then the LoRA
+ * adapters served, each with its base model as `parent` (as vLLM lists them).
+ */
 export function listModels(
   res: ServerResponse,
   models: readonly string[],
   maxModelLen: number | undefined,
+  adapters: readonly string[] = [],
 ): void {
   const created = Math.floor(Date.now() / 1000);
-  const data = models.map((id) => ({
+  const data = [...models, ...adapters].map((id, i) => ({
     id,
     object: 'model',
     created,
     owned_by: 'sluice-mock',
+    ...(i < models.length ? {} : { root: `/adapters/${id}`, parent: models[0] }),
     ...(maxModelLen === undefined ? {} : { max_model_len: maxModelLen }),
   }));
   send(res, 200, JSON.stringify({ object: 'list', data }));

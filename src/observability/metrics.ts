@@ -136,7 +136,15 @@ export function seriesObserver<T extends string>(
   };
 }
 
-export type ApiName = 'chat_completions' | 'completions' | 'responses' | 'messages';
+export type ApiName =
+  | 'chat_completions'
+  | 'completions'
+  | 'responses'
+  | 'messages'
+  | 'embeddings'
+  | 'rerank'
+  | 'score'
+  | 'tokenize';
 
 /** The histograms labelled by route and model. */
 type RouteModelHistogram = Histogram<'route' | 'model'>;

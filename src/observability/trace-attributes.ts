@@ -52,7 +52,15 @@ export const ATTR = {
 } as const;
 
 /** `gen_ai.operation.name` values. */
-export const GEN_AI_OPERATION = { CHAT: 'chat', TEXT_COMPLETION: 'text_completion' } as const;
+export const GEN_AI_OPERATION = {
+  CHAT: 'chat',
+  TEXT_COMPLETION: 'text_completion',
+  EMBEDDINGS: 'embeddings',
+  // Not (yet) in the GenAI conventions: the API's own name.
+  RERANK: 'rerank',
+  SCORE: 'score',
+  TOKENIZE: 'tokenize',
+} as const;
 
 /** Span event names. */
 export const EVENT_FIRST_TOKEN = 'first_token';

@@ -71,6 +71,24 @@ interface ErrorLike {
   message?: unknown;
 }
 
+/** `gen_ai.operation.name` of an API's requests. */
+function operationOf(api: ApiName): string {
+  switch (api) {
+    case 'completions':
+      return GEN_AI_OPERATION.TEXT_COMPLETION;
+    case 'embeddings':
+      return GEN_AI_OPERATION.EMBEDDINGS;
+    case 'rerank':
+      return GEN_AI_OPERATION.RERANK;
+    case 'score':
+      return GEN_AI_OPERATION.SCORE;
+    case 'tokenize':
+      return GEN_AI_OPERATION.TOKENIZE;
+    default:
+      return GEN_AI_OPERATION.CHAT;
+  }
+}
+
 function codeOf(error: unknown): string {
   const code = (error as ErrorLike | null)?.code;
   return typeof code === 'string' ? code : 'internal_error';
@@ -198,8 +216,7 @@ export class Tracing {
           [ATTR.HTTP_ROUTE]: start.route,
           [ATTR.URL_PATH]: start.route,
           [ATTR.REQUEST_ID]: start.requestId,
-          [ATTR.GEN_AI_OPERATION_NAME]:
-            start.api === 'completions' ? GEN_AI_OPERATION.TEXT_COMPLETION : GEN_AI_OPERATION.CHAT,
+          [ATTR.GEN_AI_OPERATION_NAME]: operationOf(start.api),
         },
       },
       parent,
@@ -254,8 +271,7 @@ export class RequestTrace {
   ) {
     this.parent = trace.setSpan(ROOT_CONTEXT, span);
     this.requestAttributes = {
-      [ATTR.GEN_AI_OPERATION_NAME]:
-        start.api === 'completions' ? GEN_AI_OPERATION.TEXT_COMPLETION : GEN_AI_OPERATION.CHAT,
+      [ATTR.GEN_AI_OPERATION_NAME]: operationOf(start.api),
     };
   }
 

@@ -54,6 +54,7 @@ export class HealthChecker {
           const found = await discoverModels(worker, this.options.timeoutMs);
           worker.maxModelLen = found.maxModelLen;
           worker.adapters = found.adapters;
+          worker.modelKinds = found.kinds;
           this.registry.setModels(worker, found.ids);
         }
       }

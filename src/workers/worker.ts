@@ -1,4 +1,5 @@
 import { Pool } from 'undici';
+import type { ModelKind } from '../config/model-kind.js';
 import type { WorkerConfig, WorkerLimits } from '../config/schema.js';
 import { InvalidDataParallelRank } from '../errors/request-content-errors.js';
 import { CircuitBreaker, type CircuitBreakerOptions, type CircuitState } from './circuit-breaker.js';
@@ -71,6 +72,8 @@ export class Worker {
    * engine's signals (`lora.running`/`waiting`; base model unknown: ''). Each is among `models`.
    */
   adapters: ReadonlyMap<string, string> = new Map();
+  /** What its models serve, for those its `/v1/models` declares it of (discovered workers only). */
+  modelKinds: ReadonlyMap<string, readonly ModelKind[]> = new Map();
   lastError: { code: string; message: string } | null = null;
   /** Why the last health check failed, in a few words (`connection refused`, `answered HTTP 503`). */
   downCause: string | null = null;

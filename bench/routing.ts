@@ -1,0 +1,548 @@
+/**
+ * The routing benchmark (issue 32): every routing policy, through one and two gateway replicas
+ * (a round-robin load balancer in front of them: the client alternates), in front of a fleet of
+ * simulated engines (the mock's engine model: batching, queues, a paged prefix cache, vLLM's
+ * /metrics), on four workloads (see routing-workloads.ts). Per cell: TTFT p50/p90/p99, output
+ * tokens/s, the engines' prefix-cache hit rate (from their /metrics), the share of a session's
+ * turns that stayed on the engine of its previous turn, batch use and queues, and the small
+ * tenants' TTFT p99 beside the hot tenant and alone. Prints tables, writes
+ * bench/results/routing-<date>.json.
+ *
+ *   npx tsx bench/routing.ts [--quick] [--policies round_robin,least_outstanding,cache_aware]
+ *     [--replicas 1,2] [--workloads chat,agent,short,tenants,tenants-alone] [--load 0.85]
+ *     [--seconds 8] [--warmup 2] [--drain 6] [--engines 8] [--seed 1] [--engine '{"maxBatch":16}']
+ *     [--gateway-config extra.yaml] [--tenant-header x-tenant-id]
+ *   npm run bench -- routing [same flags]
+ *
+ * The gateways run from the sources (`node --import tsx src/cli/main.ts serve`), or from the
+ * build named by SLUICE_BENCH_CLI. Run it from the repository's root. It is a benchmark, not a
+ * test: its figures depend on the machine, which the engines, gateways and clients share.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { monitorEventLoopDelay } from 'node:perf_hooks';
+import { parse as parseYaml, stringify } from 'yaml';
+import { type EngineOptions, resolveEngineOptions } from '../src/mock/engine-options.js';
+import { POLICY_NAMES } from '../src/routing/types.js';
+import { cpuSeconds } from './processes.js';
+import { type CellRun, runCell } from './routing-client.js';
+import type { FleetSpec } from './routing-fleet.js';
+import { type CellResult, markdownReport, type RoutingReport } from './routing-report.js';
+import { makeWorkload, WORKLOADS, type WorkloadName } from './routing-workloads.js';
+import { percentile, round } from './stats.js';
+
+const ROOT = new URL('..', import.meta.url).pathname;
+
+/** The fleet's engines unless `--engine` says otherwise: small batches, so that 8 engines' streams stay light for a shared 2-core machine. */
+const BENCH_ENGINE: EngineOptions = {
+  maxBatch: 16,
+  maxBatchedTokens: 2048,
+  blockSize: 16,
+  cacheBlocks: 8192,
+  prefillTokensPerSecond: 20_000,
+  decodeTokensPerSecond: 50,
+  batchSlowdown: 0.03,
+};
+
+interface Args {
+  quick: boolean;
+  policies: string[];
+  replicas: number[];
+  workloads: WorkloadName[];
+  load: number;
+  seconds: number;
+  warmup: number;
+  drain: number;
+  engines: number;
+  seed: number;
+  engine: EngineOptions;
+  gatewayConfig: Record<string, unknown>;
+  tenantHeader: string;
+}
+
+function parseArgs(argv: string[]): Args {
+  const flags = new Map<string, string>();
+  const switches = new Set<string>();
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === 'routing') continue; // `npm run bench -- routing ...`
+    if (!arg.startsWith('--')) throw new Error(`unexpected argument ${arg}`);
+    const [name, inline] = arg.slice(2).split('=', 2) as [string, string | undefined];
+    if (name === 'quick') switches.add(name);
+    else if (inline !== undefined) flags.set(name, inline);
+    else {
+      const value = argv[++i];
+      if (value === undefined) throw new Error(`--${name} needs a value`);
+      flags.set(name, value);
+    }
+  }
+  const known = [
+    'policies',
+    'replicas',
+    'workloads',
+    'load',
+    'seconds',
+    'warmup',
+    'drain',
+    'engines',
+    'seed',
+    'engine',
+    'gateway-config',
+    'tenant-header',
+  ];
+  for (const name of flags.keys()) if (!known.includes(name)) throw new Error(`unknown flag --${name}`);
+  const quick = switches.has('quick');
+  const list = (name: string, fallback: string) =>
+    (flags.get(name) ?? fallback)
+      .split(',')
+      .map((s) => s.trim())
+      .filter(Boolean);
+  const number = (name: string, fallback: number) => {
+    const value = Number(flags.get(name) ?? fallback);
+    if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name} must be a positive number`);
+    return value;
+  };
+  const policies = list('policies', 'round_robin,least_outstanding,cache_aware');
+  for (const p of policies) {
+    if (!(POLICY_NAMES as readonly string[]).includes(p)) {
+      throw new Error(`--policies: ${p} is not a policy of this gateway (${POLICY_NAMES.join(', ')})`);
+    }
+  }
+  const workloads = list('workloads', WORKLOADS.join(','));
+  for (const w of workloads)
+    if (!(WORKLOADS as readonly string[]).includes(w))
+      throw new Error(`--workloads: unknown ${w} (${WORKLOADS.join(', ')})`);
+  const replicas = list('replicas', '1,2').map(Number);
+  if (replicas.some((r) => !Number.isInteger(r) || r < 1)) throw new Error('--replicas: positive integers');
+  const configFile = flags.get('gateway-config');
+  const seconds = number('seconds', quick ? 2 : 8);
+  const warmup = number('warmup', quick ? 0.5 : 2);
+  if (warmup >= seconds) throw new Error('--warmup must be shorter than --seconds');
+  const engines = number('engines', 8);
+  const seed = number('seed', 1);
+  if (!Number.isInteger(engines) || !Number.isInteger(seed))
+    throw new Error('--engines and --seed: integers');
+  return {
+    quick,
+    policies,
+    replicas,
+    workloads: workloads as WorkloadName[],
+    load: number('load', 0.85),
+    seconds,
+    warmup,
+    drain: number('drain', quick ? 2 : 6),
+    engines,
+    seed,
+    engine: { ...BENCH_ENGINE, ...(JSON.parse(flags.get('engine') ?? '{}') as EngineOptions) },
+    gatewayConfig: configFile
+      ? ((parseYaml(readFileSync(configFile, 'utf8')) ?? {}) as Record<string, unknown>)
+      : {},
+    tenantHeader: flags.get('tenant-header') ?? 'x-tenant-id',
+  };
+}
+
+interface Proc {
+  child: ChildProcess;
+  /** The first line of output matching `"url":`, parsed. */
+  line: { url: string; urls?: string[] };
+}
+
+/** Starts `node <args>` from the repository's root; resolves with the JSON line that names its URL. */
+function startNode(args: string[]): Promise<Proc> {
+  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+  return new Promise((resolve, reject) => {
+    let output = '';
+    const timer = setTimeout(
+      () => reject(new Error(`no URL within 30 s from ${args.join(' ')}: ${output}`)),
+      30_000,
+    );
+    child.stdout!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+      const line = output.split('\n').find((l) => l.includes('"url":"'));
+      if (line) {
+        clearTimeout(timer);
+        child.stdout!.removeAllListeners('data');
+        child.stdout!.resume();
+        resolve({ child, line: JSON.parse(line.slice(line.indexOf('{'))) as Proc['line'] });
+      }
+    });
+    child.stderr!.on('data', (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}: ${output}`)));
+  });
+}
+
+async function stopProc(proc: Proc): Promise<void> {
+  if (proc.child.exitCode !== null) return;
+  const exited = new Promise((resolve) => proc.child.once('exit', resolve));
+  proc.child.kill('SIGKILL');
+  await exited;
+}
+
+/** One engine's gauges and counters, from its /metrics. */
+interface EngineSample {
+  running: number;
+  waiting: number;
+  queries: number;
+  hits: number;
+}
+
+async function scrape(url: string): Promise<EngineSample> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const value = (name: string) => {
+    const line = text.split('\n').find((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `));
+    return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
+  };
+  return {
+    running: value('vllm:num_requests_running'),
+    waiting: value('vllm:num_requests_waiting'),
+    queries: value('vllm:prefix_cache_queries_total'),
+    hits: value('vllm:prefix_cache_hits_total'),
+  };
+}
+
+const scrapeAll = (urls: string[]) => Promise.all(urls.map(scrape));
+const sum = (samples: EngineSample[], f: (s: EngineSample) => number) =>
+  samples.reduce((n, s) => n + f(s), 0);
+
+/** Waits until no engine runs or queues a request (the cell before may leave some being cut). */
+async function idle(urls: string[]): Promise<void> {
+  for (let i = 0; i < 200; i++) {
+    const samples = await scrapeAll(urls);
+    if (sum(samples, (s) => s.running + s.waiting) === 0) return;
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+  throw new Error('the engines did not go idle within 10 s');
+}
+
+/** An engine's lateness counters, from GET /mock/engine. */
+interface Lateness {
+  steps: number;
+  totalMs: number;
+  over5ms: number;
+}
+
+interface Traced {
+  id: string;
+  state: string;
+  arrivedAt: number;
+  firstTokenAt: number | null;
+  finishedAt: number | null;
+}
+
+/**
+ * Each traced request's time to first token on its engine's clock (queue and prefill), from
+ * GET /mock/engine/requests; one cut before its first token counts the time it waited there.
+ */
+async function engineTtfts(urls: string[]): Promise<Map<string, number>> {
+  const out = new Map<string, number>();
+  for (const url of urls) {
+    const traced = (await (await fetch(`${url}/mock/engine/requests`)).json()) as Traced[];
+    for (const t of traced) {
+      if (t.firstTokenAt !== null) out.set(t.id, t.firstTokenAt - t.arrivedAt);
+      else if (t.finishedAt !== null && !out.has(t.id)) out.set(t.id, t.finishedAt - t.arrivedAt);
+    }
+  }
+  return out;
+}
+
+async function lateness(urls: string[]): Promise<Lateness[]> {
+  return Promise.all(
+    urls.map(async (url) => {
+      const stats = (await (await fetch(`${url}/mock/engine`)).json()) as {
+        steps: number;
+        lateness: { totalMs: number; over5ms: number };
+      };
+      return { steps: stats.steps, totalMs: stats.lateness.totalMs, over5ms: stats.lateness.over5ms };
+    }),
+  );
+}
+
+interface Cell {
+  workload: WorkloadName;
+  policy: string;
+  replicas: number;
+  model: string;
+}
+
+function summarize(
+  cell: Cell,
+  args: Args,
+  run: CellRun,
+  window: { before: EngineSample[]; after: EngineSample[]; during: EngineSample[][] },
+  offeredRps: number,
+  capacityRps: number,
+  machine: CellResult['machine'],
+  engineTtft: ReadonlyMap<string, number>,
+): CellResult {
+  const from = args.warmup * 1000;
+  const to = args.seconds * 1000;
+  const measured = run.requests.filter((r) => r.sentMs >= from && r.sentMs < to);
+  const outcomes: Record<string, number> = {};
+  for (const r of measured) outcomes[r.outcome] = (outcomes[r.outcome] ?? 0) + 1;
+  // A request cut before its first token waited at least until the cut.
+  const ttfts = (rs: typeof measured) =>
+    rs.flatMap((r) =>
+      r.ttftMs !== undefined ? [r.ttftMs] : r.outcome === 'cut' ? [run.durationMs - r.sentMs] : [],
+    );
+  const all = ttfts(measured);
+  const atEngines = measured.flatMap((r) => {
+    const ms = engineTtft.get(r.traceId);
+    return ms === undefined ? [] : [ms];
+  });
+  const queries = sum(window.after, (s) => s.queries) - sum(window.before, (s) => s.queries);
+  const hits = sum(window.after, (s) => s.hits) - sum(window.before, (s) => s.hits);
+  // Consecutive turns of a session, the first of them served.
+  const byTurn = new Map(run.requests.map((r) => [`${r.session}:${r.turn}`, r] as const));
+  let pairs = 0;
+  let same = 0;
+  for (const r of run.requests) {
+    const previous = byTurn.get(`${r.session}:${r.turn - 1}`);
+    if (previous?.outcome !== 'ok' || r.worker === undefined) continue;
+    pairs++;
+    if (r.worker === previous.worker) same++;
+  }
+  const slots = args.engines * (args.engine.maxBatch ?? 1);
+  const use = window.during.map((samples) => sum(samples, (s) => s.running) / slots);
+  const waiting = window.during.map((samples) => sum(samples, (s) => s.waiting));
+  const result: CellResult = {
+    ...cell,
+    offeredRps: round(offeredRps, 2),
+    capacityRps: round(capacityRps, 2),
+    requests: measured.length,
+    outcomes,
+    ttftMs: {
+      p50: round(percentile(all, 50), 1),
+      p90: round(percentile(all, 90), 1),
+      p99: round(percentile(all, 99), 1),
+    },
+    engineTtftMs: {
+      p50: round(percentile(atEngines, 50), 1),
+      p90: round(percentile(atEngines, 90), 1),
+      p99: round(percentile(atEngines, 99), 1),
+    },
+    outputTokensPerSecond: round(
+      run.tokenTimesMs.filter((t) => t >= from && t < to).length / (args.seconds - args.warmup),
+      1,
+    ),
+    prefixHitRate: queries > 0 ? round(hits / queries, 4) : null,
+    sameEngineRate: pairs > 0 ? round(same / pairs, 4) : null,
+    batchUse: round(use.reduce((a, b) => a + b, 0) / Math.max(1, use.length), 4),
+    waiting: {
+      mean: round(waiting.reduce((a, b) => a + b, 0) / Math.max(1, waiting.length), 1),
+      max: Math.max(0, ...waiting),
+    },
+    machine,
+  };
+  if (cell.workload === 'tenants' || cell.workload === 'tenants-alone') {
+    const small = measured.filter((r) => !r.hot);
+    result.smallTenantsTtftP99Ms = round(percentile(ttfts(small), 99), 1);
+    result.smallTenantsEngineTtftP99Ms = round(
+      percentile(
+        small.flatMap((r) => {
+          const ms = engineTtft.get(r.traceId);
+          return ms === undefined ? [] : [ms];
+        }),
+        99,
+      ),
+      1,
+    );
+    if (cell.workload === 'tenants')
+      result.hotTenantTtftP99Ms = round(percentile(ttfts(measured.filter((r) => r.hot)), 99), 1);
+  }
+  return result;
+}
+
+async function main(): Promise<void> {
+  const started = Date.now();
+  const args = parseArgs(process.argv.slice(2));
+  const engine = resolveEngineOptions(args.engine);
+  const cells: Cell[] = [];
+  for (const workload of args.workloads) {
+    for (const replicas of args.replicas) {
+      for (const policy of args.policies)
+        cells.push({ workload, policy, replicas, model: `${workload}.${policy}.r${replicas}` });
+    }
+  }
+  const models = ['warmup', ...cells.map((c) => c.model)];
+  const fleetSpec: FleetSpec = { count: args.engines, models, engine: args.engine };
+  const fleet = await startNode([
+    '--import',
+    'tsx',
+    join(ROOT, 'bench/routing-fleet.ts'),
+    JSON.stringify(fleetSpec),
+  ]);
+  const engineUrls = fleet.line.urls!;
+  const dir = mkdtempSync(join(tmpdir(), 'sluice-routing-'));
+  const configFile = join(dir, 'sluice.yaml');
+  const extra = args.gatewayConfig;
+  writeFileSync(
+    configFile,
+    stringify({
+      ...extra,
+      storage: { kind: 'none' },
+      // The engines keep each request's times under the benchmark's trace id.
+      server: {
+        ...(extra.server as object | undefined),
+        forwardHeaders: [
+          'traceparent',
+          'x-mock-trace-id',
+          ...(((extra.server as { forwardHeaders?: string[] } | undefined)?.forwardHeaders ??
+            []) as string[]),
+        ],
+      },
+      // The replicas say where they listen at info.
+      log: { ...(extra.log as object | undefined), level: 'info' },
+      routing: { policy: 'least_outstanding', ...(extra.routing as object | undefined) },
+      workers: engineUrls.map((url, i) => ({ url, id: `engine-${i}`, models })),
+      models: {
+        ...(extra.models as object | undefined),
+        ...Object.fromEntries(cells.map((c) => [c.model, { policy: c.policy }])),
+      },
+    }),
+  );
+  const cli = process.env.SLUICE_BENCH_CLI;
+  const serve = ['serve', '--port', '0', '--config', configFile];
+  const gatewayCount = Math.max(...args.replicas);
+  const gateways: Proc[] = [];
+  try {
+    const starts = await Promise.allSettled(
+      Array.from({ length: gatewayCount }, () =>
+        startNode(cli ? [cli, ...serve] : ['--import', 'tsx', join(ROOT, 'src/cli/main.ts'), ...serve]),
+      ),
+    );
+    for (const start of starts) if (start.status === 'fulfilled') gateways.push(start.value);
+    const failed = starts.find((start) => start.status === 'rejected');
+    if (failed) throw failed.reason;
+    const origins = gateways.map((g) => new URL(g.line.url).origin);
+    const settings = (seconds: number, load: number) => ({
+      engines: args.engines,
+      engine,
+      load,
+      seconds,
+      seed: args.seed,
+    });
+    // A warm-up through every replica: the gateways' JIT, their connections to every engine.
+    await runCell({
+      replicas: origins,
+      model: 'warmup',
+      workload: makeWorkload('short', settings(2, 0.3)),
+      seconds: 2,
+      drainSeconds: 5,
+      tenantHeader: args.tenantHeader,
+    });
+    const results: CellResult[] = [];
+    for (const cell of cells) {
+      await idle(engineUrls);
+      for (const url of engineUrls) await fetch(`${url}/reset_prefix_cache`, { method: 'POST' });
+      const workload = makeWorkload(cell.workload, settings(args.seconds, args.load));
+      const window: { before: EngineSample[]; after: EngineSample[]; during: EngineSample[][] } = {
+        before: [],
+        after: [],
+        during: [],
+      };
+      await engineTtfts(engineUrls); // forget what an earlier cell left
+      const lateBefore = await lateness(engineUrls);
+      const cpuBefore = {
+        gateways: gateways.map((g) => cpuSeconds(g.child.pid!)),
+        engines: cpuSeconds(fleet.child.pid!),
+        clients: process.cpuUsage(),
+      };
+      const loopDelay = monitorEventLoopDelay({ resolution: 10 });
+      loopDelay.enable();
+      const t0 = performance.now();
+      const sampling = (async () => {
+        let next = 250;
+        while (next < args.seconds * 1000) {
+          await new Promise((resolve) => setTimeout(resolve, Math.max(0, t0 + next - performance.now())));
+          const samples = await scrapeAll(engineUrls);
+          const at = performance.now() - t0;
+          if (window.before.length === 0 && at >= args.warmup * 1000) window.before = samples;
+          if (at >= args.warmup * 1000) window.during.push(samples);
+          next += 250;
+        }
+        window.after = await scrapeAll(engineUrls);
+        if (window.before.length === 0) window.before = window.after;
+      })();
+      const run = await runCell({
+        replicas: origins.slice(0, cell.replicas),
+        model: cell.model,
+        workload,
+        seconds: args.seconds,
+        drainSeconds: args.drain,
+        tenantHeader: args.tenantHeader,
+      });
+      await sampling;
+      loopDelay.disable();
+      const seconds = (performance.now() - t0) / 1000;
+      const lateAfter = await lateness(engineUrls);
+      const steps = lateAfter.reduce((n, l, i) => n + l.steps - lateBefore[i]!.steps, 0);
+      const lateMs = lateAfter.reduce((n, l, i) => n + l.totalMs - lateBefore[i]!.totalMs, 0);
+      const clientCpu = process.cpuUsage(cpuBefore.clients);
+      const machine: CellResult['machine'] = {
+        cpuCores: {
+          gateways: gateways.map((g, i) =>
+            round((cpuSeconds(g.child.pid!) - cpuBefore.gateways[i]!) / seconds, 2),
+          ),
+          engines: round((cpuSeconds(fleet.child.pid!) - cpuBefore.engines) / seconds, 2),
+          clients: round((clientCpu.user + clientCpu.system) / 1e6 / seconds, 2),
+        },
+        engineLateness: {
+          meanMs: round(lateMs / Math.max(1, steps), 2),
+          over5ms: round(
+            lateAfter.reduce((n, l, i) => n + l.over5ms - lateBefore[i]!.over5ms, 0) / Math.max(1, steps),
+            4,
+          ),
+        },
+        clientLoopDelayP99Ms: round(loopDelay.percentile(99) / 1e6, 1),
+      };
+      const result = summarize(
+        cell,
+        args,
+        run,
+        window,
+        workload.requestRate,
+        workload.capacity,
+        machine,
+        await engineTtfts(engineUrls),
+      );
+      results.push(result);
+      console.error(
+        `${cell.workload} ${cell.policy} r${cell.replicas}: TTFT p50/p90/p99 ${result.ttftMs.p50}/${result.ttftMs.p90}/${result.ttftMs.p99} ms, hits ${result.prefixHitRate}, same engine ${result.sameEngineRate}, batch use ${result.batchUse}, waiting ${result.waiting.mean}, ${JSON.stringify(result.outcomes)}`,
+      );
+    }
+    const report: RoutingReport = {
+      date: new Date().toISOString(),
+      quick: args.quick,
+      machine: { cpus: cpus().length, model: cpus()[0]?.model ?? 'unknown', node: process.version },
+      command: `npx tsx bench/routing.ts ${process.argv.slice(2).join(' ')}`.trim(),
+      settings: {
+        engines: args.engines,
+        engine: { ...engine },
+        load: args.load,
+        seconds: args.seconds,
+        warmupSeconds: args.warmup,
+        drainSeconds: args.drain,
+        seed: args.seed,
+        policies: args.policies,
+        replicas: args.replicas,
+        workloads: args.workloads,
+      },
+      durationSeconds: round((Date.now() - started) / 1000, 1),
+      cells: results,
+    };
+    mkdirSync(new URL('./results/', import.meta.url), { recursive: true });
+    const file = new URL(`./results/routing-${report.date.replace(/[:.]/g, '-')}.json`, import.meta.url);
+    writeFileSync(file, `${JSON.stringify(report, null, 2)}\n`);
+    console.log(markdownReport(report));
+    console.log(`\nwritten ${file.pathname}`);
+  } finally {
+    await Promise.all([...gateways, fleet].map(stopProc));
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+await main();
