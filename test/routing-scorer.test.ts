@@ -8,7 +8,7 @@ import {
   type SCORER_DEFAULTS,
   ScorerPolicy,
 } from '../src/routing/index.js';
-import { adapterOf, loraState, lowerIsBetter, saturation } from '../src/routing/scorer.js';
+import { adapterOf, fewerIsBetter, loraState, saturation } from '../src/routing/scorer.js';
 
 function mulberry32(seed: number): () => number {
   let a = seed >>> 0;
@@ -176,6 +176,32 @@ describe('the scorer filters', () => {
     expect(policy.saturated([c], {})).toBe(false);
   });
 
+  it('fill the room an engine’s batch has before what the gateway sends counts as waiting', () => {
+    const policy = new ScorerPolicy({ saturation: { maxWaiting: 2 } });
+    let load = 0;
+    let reading: CandidateReading = {
+      state: 'fresh',
+      signals: { waiting: 1, running: 8, kvCacheUsage: 0.2, lora: undefined, scrapedAt: 100 },
+    };
+    const c: Candidate = {
+      id: 'w',
+      get load() {
+        return load;
+      },
+      signals: () => reading,
+    };
+    expect(policy.saturated([c], {})).toBe(false); // requests wait with 8 running: a batch of 8
+    reading = {
+      state: 'fresh',
+      signals: { waiting: 0, running: 5, kvCacheUsage: 0.2, lora: undefined, scrapedAt: 200 },
+    };
+    expect(policy.saturated([c], {})).toBe(false);
+    load = 5; // 3 fill the batch, 2 wait
+    expect(policy.saturated([c], {})).toBe(false);
+    load = 6; // 3 wait
+    expect(policy.saturated([c], {})).toBe(true);
+  });
+
   it('take a LoRA adapter to workers that have it loaded or a slot free, not to full ones', () => {
     const reading = (lora: Engine['lora']) => worker('x', { lora }).signals!();
     expect(loraState(reading({ running: ['a'], max: 2 }), 'a')).toBe('loaded');
@@ -288,8 +314,8 @@ describe('the scorers', () => {
     ]);
   });
 
-  it('min-max normalises lower-is-better values', () => {
-    expect(lowerIsBetter([2, 4, 6])).toEqual([1, 0.5, 0]);
-    expect(lowerIsBetter([3, 3])).toEqual([1, 1]);
+  it('scores the gateway’s own load against the largest of the candidates’', () => {
+    expect(fewerIsBetter([0, 1, 3])).toEqual([1, 0.75, 0.25]);
+    expect(fewerIsBetter([0, 0])).toEqual([1, 1]);
   });
 });

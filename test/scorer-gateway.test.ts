@@ -11,10 +11,11 @@ function vllm(
   waiting: number,
   kv: number,
   lora?: { running: string[]; waiting?: string[]; max: number },
+  running = 0,
 ): { kind: 'text'; body: string } {
   const lines = [
     '# TYPE vllm:num_requests_running gauge',
-    'vllm:num_requests_running{engine="0",model_name="m"} 0.0',
+    `vllm:num_requests_running{engine="0",model_name="m"} ${running}.0`,
     '# TYPE vllm:num_requests_waiting gauge',
     `vllm:num_requests_waiting{engine="0",model_name="m"} ${waiting}.0`,
     '# TYPE vllm:kv_cache_usage_perc gauge',
@@ -189,12 +190,16 @@ describe('the scorer policy in the gateway', () => {
   });
 });
 
-/** Flow control with one engine that takes one request at a time (maxWaiting 0 and a reading that stays). */
+/**
+ * Flow control with one engine that takes one request at a time: its one reading says a batch of
+ * one runs and one request waits (maxWaiting 1), so each request the gateway sends makes it
+ * saturated until that request ends.
+ */
 describe('flow control in the gateway', () => {
   const fx = perTest();
   const saturatedFleet = (url: string, extra: SluiceConfigInput = {}): SluiceConfigInput => ({
     workers: [{ url, id: 'e' }],
-    routing: { policy: 'scorer', scorer: { saturation: { maxWaiting: 0 } } },
+    routing: { policy: 'scorer', scorer: { saturation: { maxWaiting: 1 } } },
     // Read once at start: what the gateway sends decides saturation from then on.
     signals: { intervalMs: 60_000 },
     ...extra,
@@ -202,7 +207,7 @@ describe('flow control in the gateway', () => {
   const ADMIN = 'flow-admin-key-0123456789';
 
   it('lets waiting requests go by priority class, fair between keys within a class', async () => {
-    const e = await engine(vllm(0, 0.1));
+    const e = await engine(vllm(1, 0.1, undefined, 1));
     const gw = await fx.gateway(
       saturatedFleet(e.url, {
         auth: { adminKey: ADMIN },
@@ -252,7 +257,7 @@ describe('flow control in the gateway', () => {
   });
 
   it('answers 503 fleet_saturated with Retry-After when a request’s queue deadline passes, and the engine never sees it', async () => {
-    const e = await engine(vllm(0, 0.1));
+    const e = await engine(vllm(1, 0.1, undefined, 1));
     const gw = await fx.gateway(saturatedFleet(e.url));
     e.holdChats = true;
     const blocker = post(`${gw.url}/v1/chat/completions`, ask(), { 'x-request-id': 'blocker' });

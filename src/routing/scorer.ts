@@ -77,32 +77,33 @@ export function loraState(reading: CandidateReading, adapter: string): LoraState
   return lora.running.length < lora.max ? 'free' : 'full';
 }
 
-/** `(max - x) / (max - min)` for each value: 1 for the lowest, 0 for the highest; all 1 when equal. */
-export function lowerIsBetter(values: readonly number[]): number[] {
-  let min = Number.POSITIVE_INFINITY;
-  let max = Number.NEGATIVE_INFINITY;
-  for (const v of values) {
-    if (v < min) min = v;
-    if (v > max) max = v;
-  }
-  const span = max - min;
-  return values.map((v) => (span > 0 ? (max - v) / span : 1));
+/** `1 - x / (max + 1)` for each value: 1 for none, lower the closer it is to the largest. */
+export function fewerIsBetter(values: readonly number[]): number[] {
+  let max = 0;
+  for (const v of values) if (v > max) max = v;
+  return values.map((v) => 1 - v / (max + 1));
 }
 
-/** Each scorer's 0..1 score of each view, in the views' order. */
+/**
+ * Each scorer's 0..1 score of each view, in the views' order. The queue is scored against the
+ * saturation bound (a worker past it is filtered out), so one request more or less waiting moves
+ * the score by a step of that scale, not by the whole range; the gateway's own load against the
+ * largest of the candidates'.
+ */
 export function scoreViews(
   views: readonly CandidateView[],
   prefixDepth: ReadonlyMap<string, number>,
   blocks: number,
+  maxWaiting: number,
 ): Record<ScorerName, number[]> {
   const known = views.flatMap((v) => (v.kvCacheUsage === undefined ? [] : [v.kvCacheUsage]));
   const meanKv = known.length > 0 ? known.reduce((a, b) => a + b, 0) / known.length : 0;
   return {
     prefix: views.map((v) => (blocks > 0 ? (prefixDepth.get(v.candidate.id) ?? 0) / blocks : 0)),
-    queue: lowerIsBetter(views.map((v) => v.waiting)),
+    queue: views.map((v) => 1 - Math.min(1, v.waiting / (maxWaiting + 1))),
     kvCache: views.map((v) => 1 - (v.kvCacheUsage ?? meanKv)),
     lora: views.map((v) => (v.lora === 'loaded' ? 1 : 0)),
-    inflight: lowerIsBetter(views.map((v) => v.candidate.load)),
+    inflight: fewerIsBetter(views.map((v) => v.candidate.load)),
   };
 }
 
@@ -113,6 +114,8 @@ export class ScorerPolicy implements RoutingPolicy {
   lastExplanation: RoutingExplanation | undefined;
   /** Per worker: when its engine was last read, and this gateway's load on it then. */
   private readonly atReading = new Map<string, { scrapedAt: number; load: number }>();
+  /** Per worker: the largest batch its engine ran while requests waited there (its batch is full then). */
+  private readonly batch = new Map<string, number>();
 
   constructor(
     options: {
@@ -160,6 +163,7 @@ export class ScorerPolicy implements RoutingPolicy {
 
   removeWorker(workerId: string): void {
     this.atReading.delete(workerId);
+    this.batch.delete(workerId);
   }
 
   /** The prompt's block hashes, and how deep each view's worker holds them. */
@@ -182,7 +186,7 @@ export class ScorerPolicy implements RoutingPolicy {
     filtered: Record<string, number>,
   ): Candidate {
     const weights = this.options.weights;
-    const scores = scoreViews(views, depth, blocks);
+    const scores = scoreViews(views, depth, blocks, this.options.saturation.maxWaiting);
     const totals = views.map((_, i) => {
       let total = 0;
       for (const name of SCORER_NAMES) total += weights[name] * scores[name][i]!;
@@ -222,14 +226,18 @@ export class ScorerPolicy implements RoutingPolicy {
     const s = reading.signals;
     let waiting = s?.waiting ?? 0;
     if (reading.state === 'fresh' && s) {
-      // The engine was read up to an interval ago: what this gateway sent there since (net of
-      // what ended) is counted as waiting until the next reading says otherwise.
+      // The engine was read up to an interval ago. What this gateway sent there since, net of
+      // what ended, went to its batch while the batch had room (its size learnt from readings
+      // with requests waiting: the batch is full then), and to its queue past that.
       let mark = this.atReading.get(c.id);
       if (mark?.scrapedAt !== s.scrapedAt) {
         mark = { scrapedAt: s.scrapedAt, load: c.load };
         this.atReading.set(c.id, mark);
+        if (s.waiting > 0 && s.running > (this.batch.get(c.id) ?? 0)) this.batch.set(c.id, s.running);
       }
-      waiting = Math.max(0, waiting + c.load - mark.load);
+      const room = Math.max(0, (this.batch.get(c.id) ?? Number.POSITIVE_INFINITY) - s.running);
+      const sent = c.load - mark.load;
+      waiting = s.waiting > 0 ? Math.max(0, waiting + sent) : Math.max(0, sent - room);
     }
     return {
       candidate: c,
