@@ -245,6 +245,27 @@ describe('the scorers', () => {
     expect(policy.lastExplanation?.decidedBy).toBe('random_tie');
   });
 
+  it('prefix, on a scale of characters: what a worker holds counts by its length, up to prefixChars', () => {
+    const long = `${SYSTEM}${SYSTEM}`; // 36 blocks
+    const hashes = blockHashes('m', long, 64, 512);
+    // A decision is recorded too: each policy its own index.
+    const indexed = () => {
+      const index = new AffinityIndex({ blockChars: 64 });
+      index.record(hashes.slice(0, 9), 'quarter');
+      index.record(hashes.slice(0, 18), 'half');
+      return index;
+    };
+    const policy = new ScorerPolicy({ weights: only('prefix'), prefixChars: 64 * 12 }, indexed());
+    const fleet = [worker('quarter'), worker('half'), worker('none')];
+    expect(policy.select(fleet, { text: long, model: 'm' }).id).toBe('half');
+    const by = Object.fromEntries(policy.lastExplanation!.scores.map((s) => [s.id, s.by.prefix]));
+    // 9 blocks of 12 count 0.75; 18 blocks are past the scale: 1. As shares of 36: 0.25 and 0.5.
+    expect(by).toEqual({ half: 1, quarter: 0.75, none: 0 });
+    const shares = new ScorerPolicy({ weights: only('prefix') }, indexed());
+    shares.select(fleet, { text: long, model: 'm' });
+    expect(shares.lastExplanation!.scores.map((s) => s.by.prefix)).toEqual([0.5, 0.25, 0]);
+  });
+
   it('queue: the engine with the fewest requests waiting', () => {
     const policy = new ScorerPolicy({ weights: only('queue') });
     const fleet = [worker('a', { waiting: 4 }), worker('b', { waiting: 1 }), worker('c', { waiting: 3 })];

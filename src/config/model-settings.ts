@@ -101,5 +101,5 @@ function scorerOf(base: ScorerOptions, own: ModelScorer | undefined): ScorerOpti
   if (own.saturation?.maxWaiting !== undefined) saturation.maxWaiting = own.saturation.maxWaiting;
   if (own.saturation?.maxKvCacheUsage !== undefined)
     saturation.maxKvCacheUsage = own.saturation.maxKvCacheUsage;
-  return { weights, saturation };
+  return { weights, saturation, prefixChars: own.prefixChars ?? base.prefixChars };
 }

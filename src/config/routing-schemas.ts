@@ -37,10 +37,17 @@ const saturationSchema = z.strictObject({
   maxKvCacheUsage: z.number().min(0).max(1).optional(),
 });
 
+/**
+ * The prefix score's scale: the characters of the prompt a worker likely holds, over this many
+ * (1 at or past it); 0: the share of the prompt's blocks it holds.
+ */
+const prefixCharsSchema = nonNegativeInt;
+
 /** What a model may set of the scorer: its weights and saturation, over `routing.scorer`'s. */
 export const modelScorerSchema = z.strictObject({
   weights: scorerWeightsSchema.optional(),
   saturation: saturationSchema.optional(),
+  prefixChars: prefixCharsSchema.optional(),
 });
 
 /** `routing.scorer`: the weights and saturation of every model without its own, and prefix affinity. */
@@ -52,6 +59,7 @@ export const scorerSchema = z
     saturation: saturationSchema
       .prefault({})
       .transform((s) => ({ ...SCORER_DEFAULTS.saturation, ...definedOnly(s) })),
+    prefixChars: prefixCharsSchema.default(SCORER_DEFAULTS.prefixChars),
     /** Prefix affinity: which workers were last sent which prompt blocks (shared by replicas through Redis). */
     affinity: z
       .strictObject({

@@ -40,8 +40,9 @@ import {
  * winner and the runner-up was largest, the filters' counts, the best candidates' scores.
  */
 export const SCORER_DEFAULTS: ScorerOptions = {
-  weights: { prefix: 3, queue: 2, kvCache: 1, lora: 5, inflight: 1 },
+  weights: { prefix: 3, queue: 2, kvCache: 1, lora: 5, inflight: 3 },
   saturation: { maxWaiting: 5, maxKvCacheUsage: 0.9 },
+  prefixChars: 0,
 };
 
 /** Candidates whose scores an explanation lists. */
@@ -95,11 +96,18 @@ export function scoreViews(
   prefixDepth: ReadonlyMap<string, number>,
   blocks: number,
   maxWaiting: number,
+  /** Characters per block, and the prefix score's full scale (0: the share of the blocks). */
+  blockChars = 1,
+  prefixChars = 0,
 ): Record<ScorerName, number[]> {
   const known = views.flatMap((v) => (v.kvCacheUsage === undefined ? [] : [v.kvCacheUsage]));
   const meanKv = known.length > 0 ? known.reduce((a, b) => a + b, 0) / known.length : 0;
   return {
-    prefix: views.map((v) => (blocks > 0 ? (prefixDepth.get(v.candidate.id) ?? 0) / blocks : 0)),
+    prefix: views.map((v) => {
+      const depth = prefixDepth.get(v.candidate.id) ?? 0;
+      if (prefixChars > 0) return Math.min(1, (depth * blockChars) / prefixChars);
+      return blocks > 0 ? depth / blocks : 0;
+    }),
     queue: views.map((v) => 1 - Math.min(1, v.waiting / (maxWaiting + 1))),
     kvCache: views.map((v) => 1 - (v.kvCacheUsage ?? meanKv)),
     lora: views.map((v) => (v.lora === 'loaded' ? 1 : 0)),
@@ -121,6 +129,7 @@ export class ScorerPolicy implements RoutingPolicy {
     options: {
       weights?: Partial<ScorerWeights> | undefined;
       saturation?: Partial<SaturationOptions> | undefined;
+      prefixChars?: number | undefined;
     } = {},
     affinity?: AffinityIndex,
     private readonly random: RandomSource = Math.random,
@@ -128,6 +137,7 @@ export class ScorerPolicy implements RoutingPolicy {
     this.options = {
       weights: { ...SCORER_DEFAULTS.weights, ...options.weights },
       saturation: { ...SCORER_DEFAULTS.saturation, ...options.saturation },
+      prefixChars: options.prefixChars ?? SCORER_DEFAULTS.prefixChars,
     };
     this.affinity = affinity ?? new AffinityIndex();
   }
@@ -186,7 +196,14 @@ export class ScorerPolicy implements RoutingPolicy {
     filtered: Record<string, number>,
   ): Candidate {
     const weights = this.options.weights;
-    const scores = scoreViews(views, depth, blocks, this.options.saturation.maxWaiting);
+    const scores = scoreViews(
+      views,
+      depth,
+      blocks,
+      this.options.saturation.maxWaiting,
+      this.affinity.options.blockChars,
+      this.options.prefixChars,
+    );
     const totals = views.map((_, i) => {
       let total = 0;
       for (const name of SCORER_NAMES) total += weights[name] * scores[name][i]!;

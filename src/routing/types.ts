@@ -118,6 +118,12 @@ export interface SaturationOptions {
 export interface ScorerOptions {
   readonly weights: ScorerWeights;
   readonly saturation: SaturationOptions;
+  /**
+   * The prefix score is the characters of the prompt a worker likely holds in its cache over
+   * this many (1 at or past it): what a hit saves is prefill time, which grows with its length,
+   * not with its share of the prompt. 0: the share of the prompt's blocks it holds instead.
+   */
+  readonly prefixChars: number;
 }
 
 export interface PolicyOptions {
@@ -127,6 +133,7 @@ export interface PolicyOptions {
   readonly scorer?: {
     readonly weights?: Partial<ScorerWeights>;
     readonly saturation?: Partial<SaturationOptions>;
+    readonly prefixChars?: number;
   };
   /** Where the scorer reads and records prefix affinity (one per gateway, shared by its models). */
   readonly affinity?: AffinityIndex;
