@@ -259,11 +259,11 @@ describe('the scorers', () => {
     const fleet = [worker('quarter'), worker('half'), worker('none')];
     expect(policy.select(fleet, { text: long, model: 'm' }).id).toBe('half');
     const by = Object.fromEntries(policy.lastExplanation!.scores.map((s) => [s.id, s.by.prefix]));
-    // 9 blocks of 12 count 0.75; 18 blocks are past the scale: 1. As shares of 36: 0.25 and 0.5.
+    // 9 blocks of 12 count 0.75; 18 blocks are past the scale: 1. As shares of 36, squared: 0.0625 and 0.25.
     expect(by).toEqual({ half: 1, quarter: 0.75, none: 0 });
     const shares = new ScorerPolicy({ weights: only('prefix') }, indexed());
     shares.select(fleet, { text: long, model: 'm' });
-    expect(shares.lastExplanation!.scores.map((s) => s.by.prefix)).toEqual([0.5, 0.25, 0]);
+    expect(shares.lastExplanation!.scores.map((s) => s.by.prefix)).toEqual([0.25, 0.063, 0]);
   });
 
   it('queue: the engine with the fewest requests waiting', () => {

@@ -28,8 +28,9 @@ import {
  *   while some worker has it loaded or a slot free.
  *
  * Scorers, each 0..1 (higher is better), weighted and summed:
- * - `prefix`: the share of the prompt's blocks the worker was last sent (affinity-index.ts,
- *   shared by replicas), its engine's prefix cache most likely holds them;
+ * - `prefix`: the square of the share of the prompt's blocks the worker was last sent
+ *   (affinity-index.ts, shared by replicas), which its engine's prefix cache most likely holds
+ *   (or, with `prefixChars`, their characters over that scale);
  * - `queue`: fewer requests waiting on its engine (min-max over the candidates);
  * - `kvCache`: more of its KV cache free (1 - use);
  * - `lora`: the adapter asked for is loaded there (running or waiting requests use it);
@@ -106,7 +107,11 @@ export function scoreViews(
     prefix: views.map((v) => {
       const depth = prefixDepth.get(v.candidate.id) ?? 0;
       if (prefixChars > 0) return Math.min(1, (depth * blockChars) / prefixChars);
-      return blocks > 0 ? depth / blocks : 0;
+      // Squared: a prefix that is a small part of the prompt (a short system prompt before a long
+      // document) saves little and is held by many; one that is most of it (the turns of a
+      // session) saves much. Linear shares herded a tenant's burst onto its system prompt's engines.
+      const share = blocks > 0 ? depth / blocks : 0;
+      return share * share;
     }),
     queue: views.map((v) => 1 - Math.min(1, v.waiting / (maxWaiting + 1))),
     kvCache: views.map((v) => 1 - (v.kvCacheUsage ?? meanKv)),
