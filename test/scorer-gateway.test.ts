@@ -171,6 +171,11 @@ describe('the scorer policy in the gateway', () => {
     });
     await eventually(() => gw.context.registry.get('dynamic')!.serves('new-lora'));
     expect(gw.context.registry.get('loaded')!.adapters.get('sql-lora')).toBe('llama');
+    const admin = (await (await fetch(`${gw.url}/admin/workers`)).json()) as {
+      data: { id: string; adapters: Record<string, string> }[];
+    };
+    expect(admin.data.find((w) => w.id === 'dynamic')!.adapters).toEqual({ 'new-lora': '' });
+    expect(admin.data.find((w) => w.id === 'loaded')!.adapters).toEqual({ 'sql-lora': 'llama' });
     // Loaded first, though its engine has more waiting than the others.
     for (let i = 0; i < 4; i++) expect(await servedBy(gw, ask('sql-lora'))).toBe('loaded');
     // Nowhere loaded: the engine with a free slot, not the idle one whose slots are all taken.

@@ -29,6 +29,8 @@ export interface WorkerSnapshot {
   lastError: { code: string; message: string } | null;
   /** What its engine reports of its load (`/metrics`), or sluice's own counts: see engine-signals.ts. */
   signals: SignalsSnapshot;
+  /** Its LoRA adapters, to their base model ('' when only its signals named it). */
+  adapters: Record<string, string>;
 }
 
 export function workerIdFromUrl(url: string): string {
@@ -274,6 +276,7 @@ export class Worker {
       source: this.source,
       lastError: this.lastError,
       signals: signalsSnapshot(this.signals()),
+      adapters: Object.fromEntries(this.adapters),
     };
   }
 
