@@ -10,6 +10,7 @@ import { KubernetesDiscovery } from './discovery/kubernetes.js';
 import { Dispatcher } from './dispatch/dispatcher.js';
 import { FlowControl } from './dispatch/flow-control.js';
 import { Router } from './dispatch/router.js';
+import { GatewayShuttingDown } from './errors/http-errors.js';
 import { ClientClosed, DispatcherClosed } from './errors/stream-errors.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { GatewayMetrics } from './observability/metrics.js';
@@ -239,7 +240,7 @@ export class Gateway {
     this.lifecycle.draining = true;
     this.context.health.stop();
     this.signals.stop();
-    this.flow?.close();
+    this.flow?.close(new GatewayShuttingDown());
     await this.sharing.stop();
     await this.discovery?.stop();
     if (this.context.requests.size > 0) {

@@ -219,14 +219,23 @@ export class FlowControl {
     };
   }
 
-  /** Refuses every waiting request (the gateway closes). */
-  close(): void {
+  /** Ends every wait with `error` (the gateway closes: GatewayShuttingDown). */
+  close(error: Error): void {
     for (const [model, queue] of this.queues) {
-      if (queue.pump) clearTimeout(queue.pump as NodeJS.Timeout);
+      if (queue.pump) {
+        clearTimeout(queue.pump as NodeJS.Timeout);
+        clearImmediate(queue.pump as NodeJS.Immediate);
+        queue.pump = undefined;
+      }
       for (const byTenant of queue.classes)
         for (const list of byTenant.values())
-          for (const waiter of [...list]) this.fail(model, queue, waiter, 'the gateway is closing');
+          for (const waiter of [...list]) {
+            queue.remove(waiter);
+            this.cleanup(model, waiter);
+            waiter.reject(error);
+          }
     }
+    this.queues.clear();
   }
 
   private className(priority: number): string {
