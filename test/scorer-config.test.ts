@@ -1,0 +1,39 @@
+import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config/load.js';
+import { ModelSettings } from '../src/config/model-settings.js';
+import { SCORER_DEFAULTS } from '../src/routing/scorer.js';
+
+describe('the scorer and flow control settings', () => {
+  it('resolve a model’s weights and saturation over routing.scorer’s, field by field', () => {
+    const config = parseConfig({
+      routing: { policy: 'scorer', scorer: { weights: { prefix: 7 }, saturation: { maxWaiting: 3 } } },
+      models: { m: { routing: { scorer: { weights: { queue: 9 }, prefixChars: 4000 } } } },
+    });
+    const settings = new ModelSettings(config);
+    expect(settings.scorer('m')).toEqual({
+      weights: { ...SCORER_DEFAULTS.weights, prefix: 7, queue: 9 },
+      saturation: { ...SCORER_DEFAULTS.saturation, maxWaiting: 3 },
+      prefixChars: 4000,
+    });
+    expect(settings.scorer('other').weights).toEqual({ ...SCORER_DEFAULTS.weights, prefix: 7 });
+    expect(settings.scorer('other').prefixChars).toBe(0);
+    expect(config.routing.scorer.affinity).toMatchObject({ blockChars: 128, share: true });
+  });
+
+  it('refuse a negative weight, a saturation past 1, and classes that do not exist', () => {
+    expect(() => parseConfig({ routing: { scorer: { weights: { queue: -1 } } } })).toThrow(/weights\.queue/);
+    expect(() => parseConfig({ routing: { scorer: { saturation: { maxKvCacheUsage: 1.5 } } } })).toThrow(
+      /maxKvCacheUsage/,
+    );
+    expect(() => parseConfig({ flow: { defaultClass: 'urgent' } })).toThrow(/not one of flow\.classes/);
+    expect(() => parseConfig({ flow: { keys: { k: { priority: 'gold' } } } })).toThrow(
+      /flow\.keys\.k\.priority/,
+    );
+    expect(() => parseConfig({ flow: { classes: ['a', 'a'], defaultClass: 'a' } })).toThrow(/twice/);
+    expect(parseConfig({}).flow).toMatchObject({
+      enabled: true,
+      classes: ['high', 'normal', 'low'],
+      maxWaitMs: 30_000,
+    });
+  });
+});
