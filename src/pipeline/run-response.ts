@@ -44,10 +44,13 @@ export interface ResponseChannel {
   readonly caller?: Caller | undefined;
   /** What the create continues from: a WebSocket connection's own responses first, else the store. */
   context?(request: CreateResponseRequest, caller: Caller): Promise<ResolvedContext | undefined>;
-  /** Where a streamed response's events go, its headers naming `worker` (the public name, if shown). */
-  events(worker: string | undefined): EventWriter;
+  /**
+   * Where a streamed response's events go, its headers naming `worker` (the public name, if
+   * shown) and the `model` that answers (another than the one asked for when it fell back).
+   */
+  events(worker: string | undefined, model: string | undefined): EventWriter;
   /** A whole answer: the response's JSON (non-streaming HTTP; a queued background response). */
-  answer(json: string, worker: string | undefined): void;
+  answer(json: string, worker: string | undefined, model: string | undefined): void;
   /** Streams a background run to the client until its end; false when the client left first. */
   watch(run: ResponseRun): Promise<boolean>;
   /** The client left: closes what is left of its connection. */
@@ -131,7 +134,7 @@ async function runInBackground(
 ): Promise<void> {
   const { run, queuedJson } = await ctx.responses.startBackground(prepared);
   if (!channel.streams(request)) {
-    channel.answer(queuedJson, undefined);
+    channel.answer(queuedJson, undefined, undefined);
     observer.finish(200, 'queued');
     return;
   }
@@ -157,7 +160,7 @@ async function runInForeground(
   const run = ctx.responses.newRun(prepared);
   const streams = channel.streams(request);
   if (streams) {
-    run.addWriter(channel.events(shown));
+    run.addWriter(channel.events(shown, opened.attempt.model));
     observer.firstByte();
   }
   const terminal = await ctx.responses.runForeground(prepared, run, opened, channel.signal);
@@ -172,7 +175,7 @@ async function runInForeground(
     countRunEnd(ctx.metrics, 'responses', prepared.response.model, error);
     observer.trace?.failed(error.code);
   } else if (terminal.status === 'failed') noteFailure(observer, terminal);
-  if (!streams) channel.answer(terminal.json, shown);
+  if (!streams) channel.answer(terminal.json, shown, prepared.response.model);
   observer.finish(200, terminal.status);
 }
 

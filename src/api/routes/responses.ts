@@ -14,12 +14,18 @@ import { followStoredResponse } from '../follow-stored-response.js';
 
 type IdRequest = FastifyRequest<{ Params: { id: string }; Querystring: Record<string, string | undefined> }>;
 
-function startSse(reply: Pick<ApiReply, 'hijack' | 'raw'>, requestId: string, worker?: string): void {
+function startSse(
+  reply: Pick<ApiReply, 'hijack' | 'raw'>,
+  requestId: string,
+  worker?: string,
+  model?: string,
+): void {
   reply.hijack();
   reply.raw.writeHead(200, {
     ...SSE_HEADERS,
     'x-request-id': requestId,
     ...(worker === undefined ? {} : { 'x-sluice-worker': worker }),
+    ...(model === undefined ? {} : { 'x-sluice-model': model }),
   });
 }
 
@@ -74,13 +80,14 @@ export function responsesCreate(ctx: GatewayContext): ApiHandler {
       signal,
       answering: reply,
       streams: (parsed) => parsed.stream === true,
-      events: (worker) => {
-        startSse(reply, request.id, worker);
+      events: (worker, model) => {
+        startSse(reply, request.id, worker, model);
         return sseEventWriter(reply.raw);
       },
-      answer: (json, worker) => {
+      answer: (json, worker, model) => {
         reply.code(200).header('content-type', JSON_TYPE).header('x-request-id', request.id);
         if (worker !== undefined) reply.header('x-sluice-worker', worker);
+        if (model !== undefined) reply.header('x-sluice-model', model);
         reply.send(Buffer.from(json));
       },
       watch: async (run) => {
