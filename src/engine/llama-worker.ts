@@ -10,6 +10,7 @@ import { POOLING_PATHS, servePooling } from './pooling-endpoints.js';
 import { type PreparedRequest, prepareRequest } from './prepare-request.js';
 import { RequestError } from './request-schema.js';
 import { SlotWaitAborted } from './slot-pool.js';
+import type { LlamaWorkerStats } from './worker-stats.js';
 import { StreamFailed, writeResponse } from './write-response.js';
 
 /**
@@ -29,20 +30,6 @@ export interface LlamaWorkerOptions {
   modelName?: string | undefined;
   contextSize?: number | undefined;
   threads?: number | undefined;
-}
-
-export interface LlamaWorkerStats {
-  /** Generation, embeddings and tokenizer requests received, valid or not. */
-  requests: number;
-  /** Requests holding a slot. */
-  inflight: number;
-  /** Requests waiting for a slot. */
-  queued: number;
-  /** Requests whose client went away (or that the worker's close cut) before the end. */
-  aborted: number;
-  completed: number;
-  /** Requests answered with an error. */
-  failed: number;
 }
 
 export interface LlamaWorker {
@@ -248,3 +235,5 @@ export async function createLlamaWorker(options: LlamaWorkerOptions): Promise<Ll
     },
   };
 }
+
+export type { LlamaWorkerStats } from './worker-stats.js';

@@ -4,9 +4,9 @@ import { z } from 'zod';
 import { toChatHistory } from './chat-history.js';
 import { readBody, sendJson } from './http-io.js';
 import type { LlamaEngine } from './llama-engine.js';
-import type { LlamaWorkerStats } from './llama-worker.js';
 import { errorBody } from './openai-shapes.js';
 import { chatRequestSchema, parseRequest, RequestError } from './request-schema.js';
+import type { LlamaWorkerStats } from './worker-stats.js';
 
 /**
  * The worker's endpoints that generate nothing, shaped like vLLM's: `POST /v1/embeddings`

@@ -3,8 +3,8 @@ import { engineError, errorTypeOf } from './bodies.js';
 import { FaultSpecError, type Faults, parseFault } from './faults.js';
 import { countWords } from './generate.js';
 import { header, readBody, send, sendError } from './http-io.js';
-import type { WorkerSettings } from './routes.js';
 import { cutConnection, Life } from './stream.js';
+import type { WorkerSettings } from './worker-settings.js';
 import type { WorkerState } from './worker-state.js';
 
 /**

@@ -1,17 +1,10 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { type GenerationSettings, generate } from './generation-endpoint.js';
+import { generate } from './generation-endpoint.js';
 import { send, sendError } from './http-io.js';
 import { POOLING_ROUTES, poolingEndpoint } from './pooling-endpoints.js';
 import { health, listModels, setWorkerFault, showStats, utilityCall } from './utility-endpoints.js';
+import type { WorkerSettings } from './worker-settings.js';
 import type { WorkerState } from './worker-state.js';
-
-/** What a worker's endpoints are set up with (its options, resolved). */
-export interface WorkerSettings extends GenerationSettings {
-  /** The context length `/v1/models` reports for every model; none when undefined. */
-  maxModelLen: number | undefined;
-  /** Whether it has vLLM's tokenizer endpoints (`/tokenize`, `/detokenize`); without, they are 404s. */
-  tokenizer: boolean;
-}
 
 /** The mock server's routing: `METHOD /path` (the query left out) to its endpoint; 404 for the rest. */
 export function mockRoutes(
@@ -72,3 +65,5 @@ export function mockRoutes(
     }
   };
 }
+
+export type { WorkerSettings } from './worker-settings.js';
