@@ -383,6 +383,17 @@ async function main(): Promise<void> {
     configFile,
     stringify({
       ...extra,
+      // What replicas share through Redis (the scorer's affinity, flow control's counts) is this
+      // run's alone: a key prefix of its own, so a run never starts from an earlier run's
+      // decisions for the same model names on engines whose caches were emptied since.
+      ...(extra.redis
+        ? {
+            redis: {
+              ...(extra.redis as object),
+              keyPrefix: `${(extra.redis as { keyPrefix?: string }).keyPrefix ?? 'sluice:'}bench-${process.pid}-${Date.now()}:`,
+            },
+          }
+        : {}),
       storage: { kind: 'none' },
       // The engines keep each request's times under the benchmark's trace id.
       server: {
