@@ -8,10 +8,10 @@
  * tenants' TTFT p99 beside the hot tenant and alone. Prints tables, writes
  * bench/results/routing-<date>.json.
  *
- *   npx tsx bench/routing.ts [--quick] [--policies round_robin,least_outstanding,cache_aware]
+ *   npx tsx bench/routing.ts [--quick] [--policies round_robin,least_outstanding,cache_aware,scorer]
  *     [--replicas 1,2] [--workloads chat,agent,short,tenants,tenants-alone] [--load 0.85]
  *     [--seconds 8] [--warmup 2] [--drain 6] [--engines 8] [--seed 1] [--engine '{"maxBatch":16}']
- *     [--gateway-config extra.yaml] [--tenant-header x-tenant-id]
+ *     [--gateway-config extra.yaml] [--tenant-header x-tenant-id] [--dump requests.jsonl]
  *   npm run bench -- routing [same flags]
  *
  * The gateways run from the sources (`node --import tsx src/cli/main.ts serve`), or from the
@@ -19,7 +19,7 @@
  * test: its figures depend on the machine, which the engines, gateways and clients share.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
@@ -60,6 +60,8 @@ interface Args {
   engine: EngineOptions;
   gatewayConfig: Record<string, unknown>;
   tenantHeader: string;
+  /** A file to append each traced request's engine record to (`--dump`). */
+  dump: string | undefined;
 }
 
 function parseArgs(argv: string[]): Args {
@@ -91,6 +93,7 @@ function parseArgs(argv: string[]): Args {
     'engine',
     'gateway-config',
     'tenant-header',
+    'dump',
   ];
   for (const name of flags.keys()) if (!known.includes(name)) throw new Error(`unknown flag --${name}`);
   const quick = switches.has('quick');
@@ -104,7 +107,7 @@ function parseArgs(argv: string[]): Args {
     if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name} must be a positive number`);
     return value;
   };
-  const policies = list('policies', 'round_robin,least_outstanding,cache_aware');
+  const policies = list('policies', 'round_robin,least_outstanding,cache_aware,scorer');
   for (const p of policies) {
     if (!(POLICY_NAMES as readonly string[]).includes(p)) {
       throw new Error(`--policies: ${p} is not a policy of this gateway (${POLICY_NAMES.join(', ')})`);
@@ -140,6 +143,7 @@ function parseArgs(argv: string[]): Args {
       ? ((parseYaml(readFileSync(configFile, 'utf8')) ?? {}) as Record<string, unknown>)
       : {},
     tenantHeader: flags.get('tenant-header') ?? 'x-tenant-id',
+    dump: flags.get('dump'),
   };
 }
 
@@ -236,11 +240,15 @@ interface Traced {
 /**
  * Each traced request's time to first token on its engine's clock (queue and prefill), from
  * GET /mock/engine/requests; one cut before its first token counts the time it waited there.
+ * With `dump`, every traced request (its engine, arrival, admission, first token, prompt and
+ * cached tokens) is appended to that file as a JSON line: where a tail's time went.
  */
-async function engineTtfts(urls: string[]): Promise<Map<string, number>> {
+async function engineTtfts(urls: string[], dump?: string): Promise<Map<string, number>> {
   const out = new Map<string, number>();
   for (const url of urls) {
     const traced = (await (await fetch(`${url}/mock/engine/requests`)).json()) as Traced[];
+    if (dump && traced.length > 0)
+      appendFileSync(dump, `${traced.map((t) => JSON.stringify({ engine: url, ...t })).join('\n')}\n`);
     for (const t of traced) {
       if (t.firstTokenAt !== null) out.set(t.id, t.firstTokenAt - t.arrivedAt);
       else if (t.finishedAt !== null && !out.has(t.id)) out.set(t.id, t.finishedAt - t.arrivedAt);
@@ -518,7 +526,7 @@ async function main(): Promise<void> {
         workload.requestRate,
         workload.capacity,
         machine,
-        await engineTtfts(engineUrls),
+        await engineTtfts(engineUrls, args.dump),
       );
       results.push(result);
       console.error(

@@ -132,17 +132,19 @@ describe('engine metric names', () => {
 });
 
 describe('signals settings', () => {
-  it('default to a read a second, stale after three intervals, and every worker read with auto names at /metrics', () => {
+  it('default to a read every 250 ms, stale after three intervals but never before a read could time out, and every worker read with auto names at /metrics', () => {
     const config = parseConfig({ workers: [{ url: 'http://127.0.0.1:9' }] });
     expect(config.signals).toEqual({
       enabled: true,
-      intervalMs: 1_000,
+      intervalMs: 250,
       timeoutMs: 1_000,
-      staleMs: 3_000,
+      // 3 × 250 ms would be sooner than a read allowed its whole second.
+      staleMs: 1_250,
       maxBytes: 4 * 1024 * 1024,
       missingRetryMs: 60_000,
     });
     expect(parseConfig({ signals: { intervalMs: 5_000 } }).signals.staleMs).toBe(15_000);
+    expect(parseConfig({ signals: { intervalMs: 100, timeoutMs: 50 } }).signals.staleMs).toBe(300);
     expect(
       parseConfig({ workers: [{ url: 'http://127.0.0.1:9', metrics: {} }] }).workers[0]!.metrics,
     ).toEqual({

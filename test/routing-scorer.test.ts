@@ -153,6 +153,15 @@ describe('the scorer filters', () => {
     expect(policy.lastExplanation?.filtered.saturated).toBe(3);
   });
 
+  it('never hold requests for a fleet whose every reading is stale: it is scored as it is', () => {
+    const policy = new ScorerPolicy({}, undefined, mulberry32(1));
+    const dark = [worker('a', { state: 'stale' }), worker('b', { state: 'stale' })];
+    expect(policy.saturated(dark, {})).toBe(false);
+    expect(['a', 'b']).toContain(policy.select(dark, {}).id);
+    // One engine saying it is full is evidence: with the others dark, the request waits.
+    expect(policy.saturated([...dark, worker('c', { waiting: 9 })], {})).toBe(true);
+  });
+
   it('count what the gateway sent since the engine was read as waiting there', () => {
     const policy = new ScorerPolicy({ saturation: { maxWaiting: 5 } });
     let load = 0;

@@ -147,13 +147,22 @@ export class ScorerPolicy implements RoutingPolicy {
     this.affinity = affinity ?? new AffinityIndex();
   }
 
+  /**
+   * Whether the request should wait in the gateway: every candidate saturated, at least one of
+   * them by what its engine reported. A fleet whose every reading is stale (its /metrics hang)
+   * is scored as it is: waiting would turn a monitoring fault into an outage, and readings that
+   * never come would never end the wait.
+   */
   saturated(candidates: readonly Candidate[], ctx: RouteContext): boolean {
     const now = Date.now();
     const adapter = adapterOf(candidates, ctx.model);
+    let reported = false;
     for (const c of candidates) {
-      if (saturation(this.view(c, adapter, now), this.options.saturation) === undefined) return false;
+      const why = saturation(this.view(c, adapter, now), this.options.saturation);
+      if (why === undefined) return false;
+      if (why !== 'stale') reported = true;
     }
-    return candidates.length > 0;
+    return reported;
   }
 
   select(candidates: readonly Candidate[], ctx: RouteContext): Candidate {
