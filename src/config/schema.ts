@@ -245,7 +245,10 @@ export const configSchema = z.strictObject({
       missingRetryMs: positiveInt.default(60_000),
     })
     .prefault({})
-    .transform((s) => ({ ...s, staleMs: s.staleMs ?? Math.max(3 * s.intervalMs, s.intervalMs + s.timeoutMs) }))
+    .transform((s) => ({
+      ...s,
+      staleMs: s.staleMs ?? Math.max(3 * s.intervalMs, s.intervalMs + s.timeoutMs),
+    }))
     .refine((s) => s.staleMs > s.intervalMs, {
       message: 'signals.staleMs must be longer than signals.intervalMs',
       path: ['staleMs'],

@@ -91,12 +91,14 @@ export class WorkerPicker {
     routing?.explained(explanation);
     const label = this.metrics.modelLabel(model);
     this.metrics.routingDecisions.inc({ model: label, worker: worker.id, decided_by: explanation.decidedBy });
+    // An explanation is made for one decision and never changed after (RoutingExplanation is
+    // readonly throughout): kept as it is, not copied, on every request's path.
     this.metrics.decisions.push({
       model: label,
       worker: worker.id,
       decidedBy: explanation.decidedBy,
-      filtered: { ...explanation.filtered },
-      scores: explanation.scores.map((s) => ({ id: s.id, total: s.total, by: { ...s.by } })),
+      filtered: explanation.filtered,
+      scores: explanation.scores,
       at: Date.now(),
     });
   }

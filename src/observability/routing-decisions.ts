@@ -5,9 +5,13 @@ export interface RoutingDecision {
   /** The scorer that set the winner apart (`prefix`, `queue`, ...), `only_candidate` or `random_tie`. */
   decidedBy: string;
   /** Candidates left out, by filter. */
-  filtered: Record<string, number>;
+  filtered: Readonly<Record<string, number>>;
   /** The best candidates' weighted scores, winner first. */
-  scores: { id: string; total: number; by: Record<string, number> }[];
+  scores: readonly {
+    readonly id: string;
+    readonly total: number;
+    readonly by: Readonly<Record<string, number>>;
+  }[];
   /** Unix milliseconds. */
   at: number;
 }

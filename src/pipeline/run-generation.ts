@@ -92,6 +92,7 @@ function prepare(
     stream: translation.stream,
     requestId: request.id,
     route: {
+      model,
       text: router.wantsText(model) ? translation.promptText() : undefined,
       hashKey: headerValue(request.headers, ctx.config.routing.hashHeader),
     },

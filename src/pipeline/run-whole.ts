@@ -99,7 +99,11 @@ export function wholeAnswerHandler(ctx: PipelineContext, front: WholeFront): Api
         stream: false,
         requestId: request.id,
         // Nothing of these requests stays in an engine's cache for the next: no prompt text to route by.
-        route: { text: undefined, hashKey: headerValue(request.headers, ctx.config.routing.hashHeader) },
+        route: {
+          model,
+          text: undefined,
+          hashKey: headerValue(request.headers, ctx.config.routing.hashHeader),
+        },
         rank: parseRank(request.headers['x-data-parallel-rank']),
         headers: forward(request.headers),
         signal: cancel.signal,

@@ -97,7 +97,7 @@ export async function compactConversation(
     payload: JSON.stringify({ model: request.model, messages, stream: false }),
     stream: false,
     requestId: call.requestId,
-    route: { text: undefined, hashKey: undefined },
+    route: { model: request.model, text: undefined, hashKey: undefined },
     rank: undefined,
     headers: call.headers,
     signal: call.signal,

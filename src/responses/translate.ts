@@ -99,7 +99,11 @@ export class ResponseTranslator {
       payload,
       stream: true,
       requestId: call.requestId,
-      route: { text: call.wantsText ? chatPromptText({ messages }) : undefined, hashKey: call.hashKey },
+      route: {
+        model: request.model,
+        text: call.wantsText ? chatPromptText({ messages }) : undefined,
+        hashKey: call.hashKey,
+      },
       rank: undefined,
       headers: call.headers,
       signal: call.signal,

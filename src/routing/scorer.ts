@@ -46,6 +46,12 @@ export const SCORER_DEFAULTS: ScorerOptions = {
   prefixChars: 0,
 };
 
+/** The explanation of a pick among one candidate. */
+const ONLY_CANDIDATE: RoutingExplanation = Object.freeze({
+  decidedBy: 'only_candidate',
+  filtered: Object.freeze({ saturated: 0, lora: 0 }),
+  scores: Object.freeze([]),
+});
 /** Candidates whose scores an explanation lists. */
 const EXPLAINED = 4;
 /** Totals closer than this are equal. */
@@ -155,7 +161,7 @@ export class ScorerPolicy implements RoutingPolicy {
    */
   saturated(candidates: readonly Candidate[], ctx: RouteContext): boolean {
     const now = Date.now();
-    const adapter = adapterOf(candidates, ctx.model);
+    const adapter = adapterOf(candidates, ctx.model, now);
     let reported = false;
     for (const c of candidates) {
       const why = saturation(this.view(c, adapter, now), this.options.saturation);
@@ -166,8 +172,14 @@ export class ScorerPolicy implements RoutingPolicy {
   }
 
   select(candidates: readonly Candidate[], ctx: RouteContext): Candidate {
+    // Nothing to choose (a model on one worker, or one left untried): no prompt hashed, no
+    // scores made. Affinity is not recorded either: it tells apart workers there are not.
+    if (candidates.length === 1) {
+      this.lastExplanation = ONLY_CANDIDATE;
+      return candidates[0]!;
+    }
     const now = Date.now();
-    const adapter = adapterOf(candidates, ctx.model);
+    const adapter = adapterOf(candidates, ctx.model, now);
     const all = candidates.map((c) => this.view(c, adapter, now));
     const filtered: Record<string, number> = { saturated: 0, lora: 0 };
     let views = all.filter((v) => saturation(v, this.options.saturation) === undefined);
@@ -284,11 +296,15 @@ export class ScorerPolicy implements RoutingPolicy {
  * The adapter a request asks for: its model, when some candidate lists it as an adapter on
  * `/v1/models` or its engine reports requests using it.
  */
-export function adapterOf(candidates: readonly Candidate[], model: string | undefined): string | undefined {
+export function adapterOf(
+  candidates: readonly Candidate[],
+  model: string | undefined,
+  now = Date.now(),
+): string | undefined {
   if (model === undefined) return undefined;
   for (const c of candidates) {
     if (c.adapters?.has(model)) return model;
-    const lora = c.signals?.().signals?.lora;
+    const lora = c.signals?.(now).signals?.lora;
     if (lora && (lora.running.includes(model) || lora.waiting.includes(model))) return model;
   }
   return undefined;
