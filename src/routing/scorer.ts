@@ -172,8 +172,10 @@ export class ScorerPolicy implements RoutingPolicy {
   }
 
   select(candidates: readonly Candidate[], ctx: RouteContext): Candidate {
-    // Nothing to choose (a model on one worker, or one left untried): no prompt hashed, no
-    // scores made. Affinity is not recorded either: it tells apart workers there are not.
+    // Nothing to choose (a model on one worker, or one left by the filters): no prompt hashed,
+    // no scores made, on the path of every request to a one-worker model. Nor is the pick
+    // recorded for affinity: a one-worker model needs none; when the filters left one (a retry,
+    // the others down), a later turn may not know that worker holds its prefix.
     if (candidates.length === 1) {
       this.lastExplanation = ONLY_CANDIDATE;
       return candidates[0]!;
