@@ -13,6 +13,7 @@
  *   followed by the answer's: a growing context is a growing chain of the same tokens.
  * - A completions prompt is its text's tokens, or the token ids it carries.
  */
+import { fmix32 } from '../routing/hash.js';
 export const CHUNK_CHARS = 4;
 
 const FNV_OFFSET = 0x811c9dc5;
@@ -122,15 +123,6 @@ export function completionTokens(prompt: unknown): number[] {
 const TWO_32 = 0x100000000;
 /** Hashes are 53-bit: a 32-bit lane and the top 21 bits of a second one. */
 const LOW_BITS = 2 ** 21;
-
-function fmix32(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
 
 /** A 53-bit hash of `key` (an adapter name, say), the parent of a chain's first block. */
 export function chainSeed(key: string | undefined): number {

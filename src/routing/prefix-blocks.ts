@@ -8,15 +8,7 @@
  * blocks too. The hashes carry no text: they are what gateway replicas share (affinity-index.ts).
  */
 
-/** murmur3's 32-bit finaliser. */
-function fmix(h: number): number {
-  h ^= h >>> 16;
-  h = Math.imul(h, 0x85ebca6b);
-  h ^= h >>> 13;
-  h = Math.imul(h, 0xc2b2ae35);
-  h ^= h >>> 16;
-  return h >>> 0;
-}
+import { fmix32 } from './hash.js';
 
 const TWO_TO_32 = 2 ** 32;
 
@@ -45,7 +37,7 @@ export function blockHashes(model: string, text: string, blockChars: number, max
       b = Math.imul(b ^ c, 0x5bd1e995);
       b ^= b >>> 15;
     }
-    out[block] = (fmix(b) & 0x1fffff) * TWO_TO_32 + fmix(a);
+    out[block] = (fmix32(b) & 0x1fffff) * TWO_TO_32 + fmix32(a);
   }
   return out;
 }
