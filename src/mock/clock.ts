@@ -1,4 +1,5 @@
 import { performance } from 'node:perf_hooks';
+import { MinHeap } from '../routing/min-heap.js';
 
 export type Task = () => void;
 
@@ -24,7 +25,7 @@ export class Clock {
   private fifoDue: number[] = [];
   private fifoTask: (Task | undefined)[] = [];
   private fifoHead = 0;
-  private heap: Entry[] = [];
+  private heap = new MinHeap<Entry>(before);
   private seq = 0;
   private timer: NodeJS.Timeout | undefined;
   private armedFor = Number.POSITIVE_INFINITY;
@@ -45,7 +46,7 @@ export class Clock {
       this.fifoDue.push(due);
       this.fifoTask.push(task);
     } else {
-      this.push({ due, seq: this.seq++, task });
+      this.heap.push({ due, seq: this.seq++, task });
     }
     if (!this.ticking && due < this.armedFor) this.arm(due);
   }
@@ -65,7 +66,7 @@ export class Clock {
     this.closed = true;
     clearTimeout(this.timer);
     if (this.immediate) clearImmediate(this.immediate);
-    this.heap = [];
+    this.heap = new MinHeap<Entry>(before);
     this.fifoDue = [];
     this.fifoTask = [];
     this.fifoHead = 0;
@@ -96,7 +97,7 @@ export class Clock {
       for (;;) {
         const head = this.fifoHead;
         const fifo = head < this.fifoDue.length ? this.fifoDue[head]! : Number.POSITIVE_INFINITY;
-        const heap = this.heap.length > 0 ? this.heap[0]!.due : Number.POSITIVE_INFINITY;
+        const heap = this.heap.peek()?.due ?? Number.POSITIVE_INFINITY;
         if (fifo <= heap) {
           if (fifo > limit) break;
           const task = this.fifoTask[head]!;
@@ -105,7 +106,7 @@ export class Clock {
           run(task);
         } else {
           if (heap > limit) break;
-          run(this.pop().task);
+          run(this.heap.pop()!.task);
         }
       }
     } finally {
@@ -113,7 +114,7 @@ export class Clock {
       this.compact();
       const next = Math.min(
         this.fifoDue[this.fifoHead] ?? Number.POSITIVE_INFINITY,
-        this.heap[0]?.due ?? Number.POSITIVE_INFINITY,
+        this.heap.peek()?.due ?? Number.POSITIVE_INFINITY,
       );
       if (next !== Number.POSITIVE_INFINITY && !this.closed) this.arm(next);
     }
@@ -131,38 +132,6 @@ export class Clock {
       this.fifoTask = this.fifoTask.slice(head);
       this.fifoHead = 0;
     }
-  }
-
-  private push(entry: Entry): void {
-    const heap = this.heap;
-    let i = heap.push(entry) - 1;
-    while (i > 0) {
-      const parent = (i - 1) >> 1;
-      if (!before(entry, heap[parent]!)) break;
-      heap[i] = heap[parent]!;
-      i = parent;
-    }
-    heap[i] = entry;
-  }
-
-  private pop(): Entry {
-    const heap = this.heap;
-    const top = heap[0]!;
-    const last = heap.pop()!;
-    if (heap.length > 0) {
-      let i = 0;
-      for (;;) {
-        const l = 2 * i + 1;
-        if (l >= heap.length) break;
-        const r = l + 1;
-        const child = r < heap.length && before(heap[r]!, heap[l]!) ? r : l;
-        if (!before(heap[child]!, last)) break;
-        heap[i] = heap[child]!;
-        i = child;
-      }
-      heap[i] = last;
-    }
-    return top;
   }
 }
 

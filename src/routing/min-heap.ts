@@ -20,6 +20,15 @@ export class MinHeap<T> {
     items[i] = item;
   }
 
+  get size(): number {
+    return this.items.length;
+  }
+
+  /** The smallest item, left in place. */
+  peek(): T | undefined {
+    return this.items[0];
+  }
+
   pop(): T | undefined {
     const items = this.items;
     const top = items[0];
