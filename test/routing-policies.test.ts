@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { mulberry32 } from '../src/engine/prng.js';
 import {
   CacheAwarePolicy,
   type Candidate,
@@ -9,17 +10,6 @@ import {
   RandomPolicy,
   RoundRobinPolicy,
 } from '../src/routing/index.js';
-
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 function workers(loads: readonly number[]): Candidate[] {
   return loads.map((load, i) => ({ id: `w${i}`, load }));
