@@ -1,4 +1,5 @@
 import type { IncomingMessage } from 'node:http';
+import { contentText } from './engine-tokens.js';
 import {
   Completion,
   continuePrefix,
@@ -32,17 +33,6 @@ export interface GenerationRequest {
 
 /** A request the mock refuses with a 400. */
 export class BadRequest extends Error {}
-
-function textOf(content: unknown): string {
-  if (typeof content === 'string') return content;
-  if (!Array.isArray(content)) return '';
-  let out = '';
-  for (const part of content) {
-    const text = (part as { text?: unknown } | null)?.text;
-    if (typeof text === 'string') out += out ? ` ${text}` : text;
-  }
-  return out;
-}
 
 function positiveInt(
   body: GenerationRequest,
@@ -143,14 +133,14 @@ export function planOf(
     if (body.messages !== undefined && !Array.isArray(body.messages))
       throw new BadRequest('messages must be a list.');
     const messages = (body.messages ?? []) as ({ role?: unknown; content?: unknown } | null)[];
-    promptText = messages.map((m) => textOf(m?.content)).join(' ');
+    promptText = messages.map((m) => contentText(m?.content)).join(' ');
     const last = messages.at(-1);
     if (
       body.continue_final_message === true &&
       body.add_generation_prompt === false &&
       last?.role === 'assistant'
     ) {
-      start = continuePrefix(textOf(last.content)) ?? FROM_START;
+      start = continuePrefix(contentText(last.content)) ?? FROM_START;
     }
   } else {
     const prompt = body.prompt;
