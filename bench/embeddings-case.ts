@@ -1,4 +1,4 @@
-import { closedLoop, type RequestRun, summarize } from './load.js';
+import { closedLoop, joinRuns, type RequestRun, summarize } from './load.js';
 import { cpuSeconds } from './processes.js';
 import { round } from './stats.js';
 
@@ -53,15 +53,7 @@ export async function embeddingsCase(
       const before = pid === undefined ? 0 : cpuSeconds(pid);
       const run = await closedLoop(origin, path, body, concurrency, 1);
       if (pid !== undefined) cpu[name] = (cpu[name] ?? 0) + cpuSeconds(pid) - before;
-      const total = runs[name];
-      runs[name] = total
-        ? {
-            latenciesMs: total.latenciesMs.concat(run.latenciesMs),
-            requests: total.requests + run.requests,
-            errors: total.errors + run.errors,
-            seconds: total.seconds + run.seconds,
-          }
-        : run;
+      runs[name] = joinRuns(runs[name], run);
     }
   }
   const rps = (name: string) => Math.round(runs[name]!.requests / runs[name]!.seconds);

@@ -13,6 +13,17 @@ export interface RequestRun {
   seconds: number;
 }
 
+/** Two runs of the same load as one (`total` absent: `run` itself). */
+export function joinRuns(total: RequestRun | undefined, run: RequestRun): RequestRun {
+  if (!total) return run;
+  return {
+    latenciesMs: total.latenciesMs.concat(run.latenciesMs),
+    requests: total.requests + run.requests,
+    errors: total.errors + run.errors,
+    seconds: total.seconds + run.seconds,
+  };
+}
+
 export async function closedLoop(
   origin: string,
   path: string,

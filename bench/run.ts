@@ -8,7 +8,7 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
 import { embeddingsCase } from './embeddings-case.js';
-import { closedLoop, type RequestRun, type StreamRun, streams, summarize } from './load.js';
+import { closedLoop, joinRuns, type RequestRun, type StreamRun, streams, summarize } from './load.js';
 import { cpuSeconds, type Proc, rssBytes, startCli, startFloorRelay, stop } from './processes.js';
 import { type ProfileSummary, summarizeProfile } from './profile-summary.js';
 import { type BenchReport, markdownReport } from './report.js';
@@ -289,15 +289,7 @@ async function main(): Promise<void> {
             const before = pid === undefined ? 0 : cpuSeconds(pid);
             const run = await closedLoop(origin, '/v1/chat/completions', body, concurrency, 1);
             if (pid !== undefined) cpu[name] = (cpu[name] ?? 0) + cpuSeconds(pid) - before;
-            const total = runs[name];
-            runs[name] = total
-              ? {
-                  latenciesMs: total.latenciesMs.concat(run.latenciesMs),
-                  requests: total.requests + run.requests,
-                  errors: total.errors + run.errors,
-                  seconds: total.seconds + run.seconds,
-                }
-              : run;
+            runs[name] = joinRuns(runs[name], run);
           }
         }
         const rps = (run: RequestRun) => Math.round(run.requests / run.seconds);
