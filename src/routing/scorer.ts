@@ -160,11 +160,9 @@ export class ScorerPolicy implements RoutingPolicy {
    * never come would never end the wait.
    */
   saturated(candidates: readonly Candidate[], ctx: RouteContext): boolean {
-    const now = Date.now();
-    const adapter = adapterOf(candidates, ctx.model, now);
     let reported = false;
-    for (const c of candidates) {
-      const why = saturation(this.view(c, adapter, now), this.options.saturation);
+    for (const view of this.viewsOf(candidates, ctx.model).views) {
+      const why = saturation(view, this.options.saturation);
       if (why === undefined) return false;
       if (why !== 'stale') reported = true;
     }
@@ -180,9 +178,7 @@ export class ScorerPolicy implements RoutingPolicy {
       this.lastExplanation = ONLY_CANDIDATE;
       return candidates[0]!;
     }
-    const now = Date.now();
-    const adapter = adapterOf(candidates, ctx.model, now);
-    const all = candidates.map((c) => this.view(c, adapter, now));
+    const { views: all, adapter } = this.viewsOf(candidates, ctx.model);
     const filtered: Record<string, number> = { saturated: 0, lora: 0 };
     let views = all.filter((v) => saturation(v, this.options.saturation) === undefined);
     filtered.saturated = all.length - views.length;
@@ -262,12 +258,19 @@ export class ScorerPolicy implements RoutingPolicy {
     return views[winner]!.candidate;
   }
 
-  /** One candidate as the scorer sees it now. */
-  private view(c: Candidate, adapter: string | undefined, now: number): CandidateView {
-    const reading: CandidateReading = c.signals?.(now) ?? {
-      state: 'missing',
-      signals: { waiting: 0, running: c.load, kvCacheUsage: undefined, lora: undefined, scrapedAt: now },
-    };
+  /** The candidates as the scorer sees them now (each engine's reading taken once), and the adapter asked for. */
+  private viewsOf(
+    candidates: readonly Candidate[],
+    model: string | undefined,
+  ): { views: CandidateView[]; adapter: string | undefined } {
+    const now = Date.now();
+    const readings = candidates.map((c) => readingOf(c, now));
+    const adapter = adapterIn(candidates, readings, model);
+    return { views: candidates.map((c, i) => this.view(c, readings[i]!, adapter)), adapter };
+  }
+
+  /** One candidate as the scorer sees it, from its reading. */
+  private view(c: Candidate, reading: CandidateReading, adapter: string | undefined): CandidateView {
     const s = reading.signals;
     let waiting = s?.waiting ?? 0;
     if (reading.state === 'fresh' && s) {
@@ -304,12 +307,36 @@ export function adapterOf(
   now = Date.now(),
 ): string | undefined {
   if (model === undefined) return undefined;
-  for (const c of candidates) {
-    if (c.adapters?.has(model)) return model;
-    const lora = c.signals?.(now).signals?.lora;
+  return adapterIn(
+    candidates,
+    candidates.map((c) => readingOf(c, now)),
+    model,
+  );
+}
+
+/** adapterOf, on readings already taken (`readings[i]` is `candidates[i]`'s). */
+function adapterIn(
+  candidates: readonly Candidate[],
+  readings: readonly CandidateReading[],
+  model: string | undefined,
+): string | undefined {
+  if (model === undefined) return undefined;
+  for (let i = 0; i < candidates.length; i++) {
+    if (candidates[i]!.adapters?.has(model)) return model;
+    const lora = readings[i]!.signals?.lora;
     if (lora && (lora.running.includes(model) || lora.waiting.includes(model))) return model;
   }
   return undefined;
+}
+
+/** A candidate's reading now; one without signals is read from its own count as missing. */
+function readingOf(c: Candidate, now: number): CandidateReading {
+  return (
+    c.signals?.(now) ?? {
+      state: 'missing',
+      signals: { waiting: 0, running: c.load, kvCacheUsage: undefined, lora: undefined, scrapedAt: now },
+    }
+  );
 }
 
 /** The scorer that set the winner apart from the runner-up most, or how it was chosen otherwise. */
