@@ -1,3 +1,5 @@
+import { Ring } from './ring.js';
+
 /** One finished request, as the dashboard lists it. */
 export interface RecentRequest {
   requestId: string;
@@ -17,25 +19,18 @@ export interface RecentRequest {
 
 /** The last `capacity` finished requests, newest last (a fixed-size ring, no growth). */
 export class RecentRequests {
-  private readonly ring: (RecentRequest | undefined)[];
-  private next = 0;
-  private count = 0;
+  private readonly ring: Ring<RecentRequest>;
 
   constructor(readonly capacity = 200) {
-    this.ring = new Array<RecentRequest | undefined>(capacity);
+    this.ring = new Ring<RecentRequest>(capacity);
   }
 
   push(entry: RecentRequest): void {
-    this.ring[this.next] = entry;
-    this.next = (this.next + 1) % this.capacity;
-    if (this.count < this.capacity) this.count++;
+    this.ring.push(entry);
   }
 
   /** Oldest first. */
   list(): RecentRequest[] {
-    const out: RecentRequest[] = [];
-    const start = (this.next - this.count + this.capacity) % this.capacity;
-    for (let i = 0; i < this.count; i++) out.push(this.ring[(start + i) % this.capacity]!);
-    return out;
+    return this.ring.toArray();
   }
 }

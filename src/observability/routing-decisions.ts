@@ -1,3 +1,5 @@
+import { Ring } from './ring.js';
+
 /** One routing decision that explained itself (the scorer's), as the dashboard lists it. */
 export interface RoutingDecision {
   model: string;
@@ -21,19 +23,15 @@ export interface RoutingDecision {
  * for the dashboard. Workers and scorer names are bounded sets; nothing here grows with traffic.
  */
 export class RoutingDecisions {
-  private readonly ring: (RoutingDecision | undefined)[];
-  private next = 0;
-  private count = 0;
+  private readonly ring: Ring<RoutingDecision>;
   private readonly wins = new Map<string, Map<string, number>>();
 
   constructor(readonly capacity = 20) {
-    this.ring = new Array<RoutingDecision | undefined>(capacity);
+    this.ring = new Ring<RoutingDecision>(capacity);
   }
 
   push(entry: RoutingDecision): void {
-    this.ring[this.next] = entry;
-    this.next = (this.next + 1) % this.capacity;
-    if (this.count < this.capacity) this.count++;
+    this.ring.push(entry);
     let byScorer = this.wins.get(entry.worker);
     if (!byScorer) {
       byScorer = new Map();
@@ -44,10 +42,7 @@ export class RoutingDecisions {
 
   /** Newest first. */
   last(): RoutingDecision[] {
-    const out: RoutingDecision[] = [];
-    for (let i = 1; i <= this.count; i++)
-      out.push(this.ring[(this.next - i + this.capacity) % this.capacity]!);
-    return out;
+    return this.ring.toArray().reverse();
   }
 
   /** Decisions a worker won, by the scorer that decided them. */
