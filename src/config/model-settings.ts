@@ -2,26 +2,27 @@ import type { PolicyName, ScorerOptions } from '../routing/types.js';
 import type { ModelKind } from './model-kind.js';
 import type { ResumeSettings, SluiceConfig, Timeouts } from './schema.js';
 
-interface Resolved {
-  policy: PolicyName;
-  timeouts: Timeouts;
-  resume: ResumeSettings;
-  maxOutputTokens: number;
-  fallbacks: readonly string[];
-  continuation: boolean;
-  scorer: ScorerOptions;
+/** One model's settings, resolved: what a request for it runs under (read once per dispatch). */
+export interface ModelProfile {
+  readonly policy: PolicyName;
+  readonly timeouts: Timeouts;
+  readonly resume: ResumeSettings;
+  readonly maxOutputTokens: number;
+  readonly fallbacks: readonly string[];
+  readonly continuation: boolean;
+  readonly scorer: ScorerOptions;
 }
 
 /** Settings that a model's entry under `models:` may override, resolved once per model. */
 export class ModelSettings {
-  private readonly cache = new Map<string, Resolved>();
+  private readonly cache = new Map<string, ModelProfile>();
 
   constructor(private readonly config: SluiceConfig) {}
 
   /** What every model without its own entry gets (one object: a client's model string is never a key). */
-  private defaults: Resolved | undefined;
+  private defaults: ModelProfile | undefined;
 
-  private resolve(model: string): Resolved {
+  private resolve(model: string): ModelProfile {
     if (!Object.hasOwn(this.config.models, model)) {
       this.defaults ??= {
         policy: this.config.routing.policy,
@@ -49,6 +50,11 @@ export class ModelSettings {
       this.cache.set(model, settings);
     }
     return settings;
+  }
+
+  /** Every setting of `model` at once. */
+  of(model: string): ModelProfile {
+    return this.resolve(model);
   }
 
   policy(model: string): PolicyName {

@@ -1,18 +1,13 @@
-import type { ModelSettings } from '../config/model-settings.js';
+import type { ModelProfile, ModelSettings } from '../config/model-settings.js';
 import { isSluiceError } from '../errors/base.js';
 import { NoWorkerAvailable } from '../errors/http-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
+import type { WorkerRegistry } from '../workers/registry.js';
+import type { AttemptLoop } from './attempt-loop.js';
 import { continuationBody } from './continuation.js';
 import { type FallbackReason, fallbackReason, retargetPayload } from './fallback.js';
 import type { CompletedResponse, Continuation, DispatchRequest, OpenedStream, ResumePlan } from './types.js';
-
-/** What the chain needs of the dispatcher: one model's attempts (its retries included). */
-export interface ModelDispatch {
-  knowsModel(model: string): boolean;
-  openOnModel(request: DispatchRequest): Promise<OpenedStream>;
-  completeOnModel(request: DispatchRequest): Promise<CompletedResponse>;
-}
 
 /**
  * A request's models, in order: its own, then its fallbacks (the request's `fallbacks`, else its
@@ -24,7 +19,8 @@ export interface ModelDispatch {
  */
 export class FallbackChain {
   constructor(
-    private readonly models: ModelDispatch,
+    private readonly attempts: AttemptLoop,
+    private readonly registry: WorkerRegistry,
     private readonly settings: ModelSettings,
     private readonly metrics: GatewayMetrics,
     private readonly log: Logger,
@@ -37,25 +33,49 @@ export class FallbackChain {
     return request.fallbacks ?? this.settings.fallbacks(request.model);
   }
 
-  /** Runs `one` on the request's model, then on each fallback while its failures move on. */
-  run<T>(request: DispatchRequest, one: (request: DispatchRequest) => Promise<T>): Promise<T> {
-    const rest = this.rest(request);
+  /** Opens a stream on the request's model, then on each fallback while its failures move on. */
+  open(request: DispatchRequest): Promise<OpenedStream> {
+    const profile = this.settings.of(request.model);
+    const rest = request.fallbacks ?? profile.fallbacks;
     // The usual case, without an async frame of its own: a model without fallbacks.
-    if (rest.length === 0) return one(request);
-    return this.walk(request, rest, one);
+    if (rest.length === 0) return this.attempts.openOnModel(request, profile);
+    return this.walk(request, profile, rest, 'open');
   }
 
-  private async walk<T>(
+  /** Sends a non-streaming request and reads its whole answer, falling back as `open` does. */
+  complete(request: DispatchRequest): Promise<CompletedResponse> {
+    const profile = this.settings.of(request.model);
+    const rest = request.fallbacks ?? profile.fallbacks;
+    if (rest.length === 0) return this.attempts.completeOnModel(request, profile);
+    return this.walk(request, profile, rest, 'complete');
+  }
+
+  private walk(
     request: DispatchRequest,
+    profile: ModelProfile,
     rest: readonly string[],
-    one: (request: DispatchRequest) => Promise<T>,
-  ): Promise<T> {
-    const deadlineAt =
-      request.deadlineAt ?? request.receivedAt + this.settings.timeouts(request.model).deadlineMs;
+    how: 'open',
+  ): Promise<OpenedStream>;
+  private walk(
+    request: DispatchRequest,
+    profile: ModelProfile,
+    rest: readonly string[],
+    how: 'complete',
+  ): Promise<CompletedResponse>;
+  private async walk(
+    request: DispatchRequest,
+    profile: ModelProfile,
+    rest: readonly string[],
+    how: 'open' | 'complete',
+  ): Promise<OpenedStream | CompletedResponse> {
+    const deadlineAt = request.deadlineAt ?? request.receivedAt + profile.timeouts.deadlineMs;
     let current: DispatchRequest = { ...request, fallbacks: rest, deadlineAt };
+    let settings = profile;
     for (let hop = 1; ; hop++) {
       try {
-        return await one(current);
+        return how === 'open'
+          ? await this.attempts.openOnModel(current, settings)
+          : await this.attempts.completeOnModel(current, settings);
       } catch (raw) {
         if (!isSluiceError(raw)) throw raw;
         const next = this.nextKnown(current.fallbacks ?? []);
@@ -70,6 +90,7 @@ export class FallbackChain {
           requestId: `${request.requestId}-fallback${hop}`,
           fallbacks: next.after,
         };
+        settings = this.settings.of(next.model);
       }
     }
   }
@@ -77,7 +98,7 @@ export class FallbackChain {
   /** The first of `models` some worker serves, and those after it; skips the others. */
   private nextKnown(models: readonly string[]): { model: string; after: readonly string[] } | undefined {
     for (let i = 0; i < models.length; i++)
-      if (this.models.knowsModel(models[i]!)) return { model: models[i]!, after: models.slice(i + 1) };
+      if (this.registry.knowsModel(models[i]!)) return { model: models[i]!, after: models.slice(i + 1) };
     return undefined;
   }
 
@@ -138,27 +159,33 @@ export class FallbackChain {
     let last: unknown;
     if (sameModel) {
       try {
-        return await this.models.openOnModel({
-          ...request,
-          payload: JSON.stringify(next),
-          requestId,
-          exclude: continuation.exclude,
-          fallbacks: [],
-        });
+        return await this.attempts.openOnModel(
+          {
+            ...request,
+            payload: JSON.stringify(next),
+            requestId,
+            exclude: continuation.exclude,
+            fallbacks: [],
+          },
+          this.settings.of(request.model),
+        );
       } catch (err) {
         last = err;
       }
     }
     for (const model of fallbacks) {
-      if (request.signal.aborted || !this.models.knowsModel(model)) continue;
+      if (request.signal.aborted || !this.registry.knowsModel(model)) continue;
       try {
-        const opened = await this.models.openOnModel({
-          ...request,
-          model,
-          payload: JSON.stringify({ ...next, model }),
-          requestId: `${requestId}-${model}`,
-          fallbacks: [],
-        });
+        const opened = await this.attempts.openOnModel(
+          {
+            ...request,
+            model,
+            payload: JSON.stringify({ ...next, model }),
+            requestId: `${requestId}-${model}`,
+            fallbacks: [],
+          },
+          this.settings.of(model),
+        );
         this.note(request, request.model, model, 'stream_cut', 'stream_cut');
         return opened;
       } catch (err) {

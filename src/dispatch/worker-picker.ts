@@ -1,37 +1,143 @@
-import { NoWorkerAvailable, QueueFull } from '../errors/http-errors.js';
+import { isSluiceError } from '../errors/base.js';
+import { ClientDisconnected, NoWorkerAvailable, QueueFull } from '../errors/http-errors.js';
+import { ModelNotFound } from '../errors/not-found-errors.js';
 import { InvalidDataParallelRank } from '../errors/request-content-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
-import type { RoutingTrace } from '../observability/tracing.js';
+import type { RoutingRecord } from '../observability/tracing.js';
 import type { RoutingExplanation } from '../routing/types.js';
+import type { RequestRegistry } from '../streams/request-registry.js';
+import type { WorkerRegistry } from '../workers/registry.js';
 import type { Worker } from '../workers/worker.js';
+import { Attempt } from './attempt.js';
+import type { FlowControl, FlowTicket } from './flow-control.js';
 import type { Router } from './router.js';
 import type { DispatchRequest } from './types.js';
+
+/** One turn of a request's attempt loop: what its pick must know of the turns before it. */
+export interface Turn {
+  /** 0 for the first attempt; the retry's index after it. */
+  readonly number: number;
+  /** When the request's one budget ends (`performance.now()` clock). */
+  readonly deadlineAt: number;
+  /** Workers that failed this request's earlier attempts. */
+  readonly tried: ReadonlySet<string> | undefined;
+  /** Workers that did not answer in time: never tried again for this request. */
+  readonly silent: ReadonlySet<string> | undefined;
+  /** The attempt's routing record, when the request is traced. */
+  readonly routed: RoutingRecord | undefined;
+}
 
 const PANIC_LOG_INTERVAL_MS = 10_000;
 
 /**
- * Which worker of a model an attempt goes to: through the health, data-parallel rank, circuit
- * (panic mode when every one is ejected and nothing comes after the model), queue and retry
- * filters, then the model's routing policy.
+ * Which worker of a model an attempt goes to, and its slot there: a first attempt waits in the
+ * gateway's flow control while the fleet is saturated; then the health, data-parallel rank,
+ * circuit (panic mode when every one is ejected and nothing comes after the model), queue and
+ * retry filters, the model's routing policy, a slot on the worker (waiting in its bounded queue),
+ * its circuits, and the attempt registered with a fresh request id.
  */
 export class WorkerPicker {
   private readonly panicLoggedAt = new Map<string, number>();
 
   constructor(
+    private readonly registry: WorkerRegistry,
     private readonly router: Router,
+    private readonly requests: RequestRegistry,
     private readonly metrics: GatewayMetrics,
     private readonly log: Logger,
+    /** Flow control: requests wait here while every worker of a scorer-routed model is saturated. */
+    private readonly flow: FlowControl | undefined,
   ) {}
 
+  /**
+   * Picks a worker, waits for a slot on it, and registers a new attempt with a fresh request id.
+   * With a slot free at once (the usual case) the attempt is returned as it is, not in a promise.
+   */
+  acquire(req: DispatchRequest, turn: Turn): Attempt | Promise<Attempt> {
+    // A first attempt waits in the gateway while every worker it could go to is saturated.
+    const flow = this.flow;
+    if (turn.number === 0 && flow && this.router.judgesSaturation(req.model)) {
+      const ticket = ticketOf(req, flow, turn.deadlineAt);
+      const waiting = flow.enter(req.model, ticket, req.signal, () =>
+        this.fleetSaturated(req, this.registry.forModel(req.model)),
+      );
+      if (waiting)
+        return waiting.then((ms) => {
+          if (turn.routed) {
+            turn.routed.waitedMs = ms;
+            turn.routed.priority = flow.options.classes[ticket.priority] ?? String(ticket.priority);
+          }
+          return this.pickAndAcquire(req, turn);
+        });
+    }
+    return this.pickAndAcquire(req, turn);
+  }
+
+  private pickAndAcquire(req: DispatchRequest, turn: Turn): Attempt | Promise<Attempt> {
+    const serving = this.registry.forModel(req.model);
+    // The usual case first: a first attempt with nothing excluded, every worker of the model
+    // healthy, admitting and with a free slot; the filters of `pick` would keep all of them.
+    const allFree =
+      turn.tried === undefined &&
+      req.exclude === undefined &&
+      req.rank === undefined &&
+      allReady(serving, req.model);
+    const { worker, panic } = allFree
+      ? { worker: this.pickFrom(req, serving, turn.routed), panic: false }
+      : this.pick(req, serving, turn.tried, turn.silent, turn.routed);
+    const rank = worker.chooseRank(req.rank);
+    if (worker.limiter.tryAcquire()) return this.admit(req, worker, rank, panic, turn.number);
+    return this.waitForSlot(req, worker).then(() => this.admit(req, worker, rank, panic, turn.number));
+  }
+
+  /** Waits for a slot on `worker` (its queue is bounded in length and time). */
+  private async waitForSlot(req: DispatchRequest, worker: Worker): Promise<void> {
+    try {
+      await worker.limiter.acquire(req.signal);
+    } catch (err) {
+      if (req.signal.aborted) throw new ClientDisconnected();
+      if (isSluiceError(err))
+        this.metrics.admissionRejections.inc({ model: this.metrics.modelLabel(req.model), code: err.code });
+      throw err;
+    }
+  }
+
+  /** With a slot held on `worker`: passes its circuits and registers the attempt. */
+  private admit(req: DispatchRequest, worker: Worker, rank: number, panic: boolean, n: number): Attempt {
+    const admitted = panic || this.tryAdmit(worker, req.model);
+    if (!admitted) {
+      worker.limiter.release();
+      throw new NoWorkerAvailable(req.model, 1, 'circuit open');
+    }
+    const requestId = n === 0 ? req.requestId : `${req.requestId}-retry${n}`;
+    const attempt = new Attempt(req.api, worker, requestId, rank, n, this.requests, req.model);
+    if (this.flow && this.router.judgesSaturation(req.model))
+      attempt.onRelease = this.flow.started(req.model, req.flow?.tenant ?? '');
+    try {
+      this.requests.register(attempt);
+    } catch (err) {
+      attempt.release('neutral');
+      throw err;
+    }
+    return attempt;
+  }
+
+  /** Whether every worker of the model has failed this request already (a retry goes back to one). */
+  everyWorkerTried(model: string, tried: ReadonlySet<string>): boolean {
+    return this.registry.forModel(model).every((w) => tried.has(w.id));
+  }
+
   /** Picks a worker through the health, circuit, queue and retry filters (see acquire). */
-  pick(
+  private pick(
     req: DispatchRequest,
     serving: readonly Worker[],
     tried: ReadonlySet<string> | undefined,
     silent: ReadonlySet<string> | undefined,
-    routing: RoutingTrace | undefined,
+    routed: RoutingRecord | undefined,
   ): { worker: Worker; panic: boolean } {
+    // A model whose last worker left after its request was admitted (discovery) is gone.
+    if (serving.length === 0) throw new ModelNotFound(req.model);
     const exclude = req.exclude;
     const reachable = silent ? serving.filter((w) => !silent.has(w.id)) : serving;
     const all = this.withRank(exclude ? reachable.filter((w) => !exclude.has(w.id)) : reachable, req.rank);
@@ -70,25 +176,27 @@ export class WorkerPicker {
     const untried = tried === undefined ? withRoom : withRoom.filter((w) => !tried.has(w.id));
     const candidates = untried.length > 0 ? untried : withRoom;
     const free = candidates.filter((w) => w.limiter.hasFreeSlot);
-    return { worker: this.pickFrom(req, free.length > 0 ? free : candidates, routing), panic };
+    return { worker: this.pickFrom(req, free.length > 0 ? free : candidates, routed), panic };
   }
 
-  pickFrom(req: DispatchRequest, candidates: readonly Worker[], routing: RoutingTrace | undefined): Worker {
+  private pickFrom(
+    req: DispatchRequest,
+    candidates: readonly Worker[],
+    routed: RoutingRecord | undefined,
+  ): Worker {
     const worker = this.router.pick(req.model, candidates, req.route);
-    routing?.picked(worker.id, candidates.length);
     const explanation = this.router.explanation(req.model);
-    if (explanation) this.noteDecision(req.model, worker, explanation, routing);
+    if (routed) {
+      routed.workerId = worker.id;
+      routed.candidates = candidates.length;
+      routed.explanation = explanation;
+    }
+    if (explanation) this.noteDecision(req.model, worker, explanation);
     return worker;
   }
 
-  /** A policy's explanation of its pick: in the routing span, the metrics and the dashboard. */
-  private noteDecision(
-    model: string,
-    worker: Worker,
-    explanation: RoutingExplanation,
-    routing: RoutingTrace | undefined,
-  ): void {
-    routing?.explained(explanation);
+  /** A policy's explanation of its pick: in the metrics and the dashboard (the trace has it in its record). */
+  private noteDecision(model: string, worker: Worker, explanation: RoutingExplanation): void {
     const label = this.metrics.modelLabel(model);
     this.metrics.routingDecisions.inc({ model: label, worker: worker.id, decided_by: explanation.decidedBy });
     // An explanation is made for one decision and never changed after (RoutingExplanation is
@@ -108,7 +216,7 @@ export class WorkerPicker {
    * saturation (the scorer) and every worker that could take it now (healthy, circuit admitting,
    * queue not full) is saturated. False when none could: the pick then says why.
    */
-  fleetSaturated(req: DispatchRequest, serving: readonly Worker[]): boolean {
+  private fleetSaturated(req: DispatchRequest, serving: readonly Worker[]): boolean {
     if (!this.router.judgesSaturation(req.model)) return false;
     const exclude = req.exclude;
     const able = serving.filter(
@@ -123,7 +231,7 @@ export class WorkerPicker {
   }
 
   /** Takes the right to send one request through the worker's own circuit and the model's. */
-  tryAdmit(worker: Worker, model: string): boolean {
+  private tryAdmit(worker: Worker, model: string): boolean {
     if (!worker.breaker.tryAdmit()) return false;
     if (worker.modelBreaker(model).tryAdmit()) return true;
     worker.breaker.release();
@@ -155,7 +263,20 @@ export class WorkerPicker {
   }
 }
 
-export function allReady(workers: readonly Worker[], model: string): boolean {
+/** The request's flow ticket, its queue deadline within what is left of its one budget. */
+function ticketOf(req: DispatchRequest, flow: FlowControl, deadlineAt: number): FlowTicket {
+  const options = flow.options;
+  const ticket = req.flow ?? {
+    tenant: '',
+    priority: options.defaultPriority,
+    maxWaitMs: options.maxWaitMs,
+  };
+  const left = Math.max(1, Math.floor(deadlineAt - performance.now()));
+  return left < ticket.maxWaitMs ? { ...ticket, maxWaitMs: left } : ticket;
+}
+
+/** Whether every one of `workers` (at least one) is healthy, admits `model` and has a free slot. */
+function allReady(workers: readonly Worker[], model: string): boolean {
   if (workers.length === 0) return false;
   for (const w of workers) if (!w.healthy || !w.admits(model) || !w.limiter.hasFreeSlot) return false;
   return true;

@@ -52,6 +52,29 @@ export interface RequestStart {
   receivedAt: number;
 }
 
+/**
+ * What one attempt's routing did, filled as it goes (a plain record: the dispatcher's files write
+ * it without calling back into tracing) and told to the trace once (RequestTrace.routed).
+ */
+export interface RoutingRecord {
+  readonly policy: string;
+  readonly retry: number;
+  /** `performance.now()` when the attempt began to route: the routing span starts here. */
+  readonly startedAt: number;
+  /** How long it waited in the gateway's flow control, and in which priority class. */
+  waitedMs?: number;
+  priority?: string;
+  /** The worker picked, out of how many candidates. */
+  workerId?: string;
+  candidates?: number;
+  /** Why the policy chose the worker (the scorer's explanation). */
+  explanation?: {
+    readonly decidedBy: string;
+    readonly filtered: Readonly<Record<string, number>>;
+    readonly scores: readonly unknown[];
+  };
+}
+
 /** The parts of an upstream attempt its span describes. */
 export interface AttemptStart {
   workerId: string;
@@ -333,21 +356,54 @@ export class RequestTrace {
     );
   }
 
-  /** A span around one routing decision (picking a worker and waiting for its slot). */
-  startRouting(policy: string, retry: number): RoutingTrace {
-    const span = this.tracing.tracer.startSpan(
+  /**
+   * The routing span of one attempt, from its record (made when the attempt began to route and
+   * filled as it went: the flow wait, the pick and why), told in one call once it is done; then
+   * the attempt's client span, under the request's.
+   */
+  routed(record: RoutingRecord, attempt: AttemptStart): AttemptTrace {
+    this.routingSpan(record).end();
+    return this.startAttempt(attempt);
+  }
+
+  /** The routing span of an attempt that found no worker: ERROR with the stable code. */
+  routingFailed(record: RoutingRecord, error: unknown): void {
+    const span = this.routingSpan(record);
+    const code = codeOf(error);
+    span.setAttribute(ATTR.ERROR_TYPE, code);
+    span.setStatus({ code: SpanStatusCode.ERROR, message: code });
+    span.end();
+  }
+
+  private routingSpan(record: RoutingRecord): Span {
+    const attributes: Attributes = {
+      [ATTR.ROUTING_POLICY]: record.policy,
+      [ATTR.ATTEMPT_RETRY]: record.retry,
+    };
+    if (record.waitedMs !== undefined) {
+      attributes[ATTR.FLOW_WAIT_MS] = Math.round(record.waitedMs * 10) / 10;
+      attributes[ATTR.FLOW_PRIORITY] = record.priority ?? '';
+    }
+    if (record.workerId !== undefined) {
+      attributes[ATTR.WORKER_ID] = record.workerId;
+      attributes[ATTR.ROUTING_CANDIDATES] = record.candidates ?? 0;
+    }
+    const explanation = record.explanation;
+    if (explanation) {
+      attributes[ATTR.ROUTING_DECIDED_BY] = explanation.decidedBy;
+      attributes[ATTR.ROUTING_SCORES] = JSON.stringify(explanation.scores);
+      attributes[ATTR.ROUTING_FILTERED_SATURATED] = explanation.filtered.saturated ?? 0;
+      attributes[ATTR.ROUTING_FILTERED_LORA] = explanation.filtered.lora ?? 0;
+    }
+    return this.tracing.tracer.startSpan(
       'routing',
-      {
-        kind: SpanKind.INTERNAL,
-        attributes: { [ATTR.ROUTING_POLICY]: policy, [ATTR.ATTEMPT_RETRY]: retry },
-      },
+      { kind: SpanKind.INTERNAL, attributes, startTime: record.startedAt },
       this.parent,
     );
-    return new RoutingTrace(span);
   }
 
   /** A client span for one upstream attempt (first try, retry, failover or resume). */
-  startAttempt(attempt: AttemptStart): AttemptTrace {
+  private startAttempt(attempt: AttemptStart): AttemptTrace {
     this.attempts++;
     const { address, port } = endpointOf(attempt.workerUrl);
     const model = this.requestAttributes[ATTR.GEN_AI_REQUEST_MODEL];
@@ -401,46 +457,6 @@ export class RequestTrace {
       span.setStatus({ code: SpanStatusCode.OK });
     }
     span.end(performance.now());
-  }
-}
-
-/** The routing decision of one attempt. */
-export class RoutingTrace {
-  constructor(private readonly span: Span) {}
-
-  picked(workerId: string, candidates: number): void {
-    this.span.setAttributes({ [ATTR.WORKER_ID]: workerId, [ATTR.ROUTING_CANDIDATES]: candidates });
-  }
-
-  /** Why the policy chose the worker (the scorer's explanation). */
-  explained(explanation: {
-    readonly decidedBy: string;
-    readonly filtered: Readonly<Record<string, number>>;
-    readonly scores: readonly unknown[];
-  }): void {
-    this.span.setAttributes({
-      [ATTR.ROUTING_DECIDED_BY]: explanation.decidedBy,
-      [ATTR.ROUTING_SCORES]: JSON.stringify(explanation.scores),
-      [ATTR.ROUTING_FILTERED_SATURATED]: explanation.filtered.saturated ?? 0,
-      [ATTR.ROUTING_FILTERED_LORA]: explanation.filtered.lora ?? 0,
-    });
-  }
-
-  /** The request waited in the gateway's flow control before its pick. */
-  waited(ms: number, priority: string): void {
-    this.span.setAttributes({
-      [ATTR.FLOW_WAIT_MS]: Math.round(ms * 10) / 10,
-      [ATTR.FLOW_PRIORITY]: priority,
-    });
-  }
-
-  end(error?: unknown): void {
-    if (error !== undefined) {
-      const code = codeOf(error);
-      this.span.setAttribute(ATTR.ERROR_TYPE, code);
-      this.span.setStatus({ code: SpanStatusCode.ERROR, message: code });
-    }
-    this.span.end();
   }
 }
 
