@@ -44,6 +44,9 @@ const BENCH_ENGINE: EngineOptions = {
   prefillTokensPerSecond: 20_000,
   decodeTokensPerSecond: 50,
   batchSlowdown: 0.03,
+  // As vLLM with --scheduling-policy priority: the gateway's workers say so (below), and it sets
+  // each request's priority (flow control's order: class, then the tenant's requests in flight).
+  schedulingPolicy: 'priority',
 };
 
 interface Args {
@@ -416,7 +419,12 @@ async function main(): Promise<void> {
       // The replicas say where they listen at info.
       log: { ...(extra.log as object | undefined), level: 'info' },
       routing: { policy: 'least_outstanding', ...(extra.routing as object | undefined) },
-      workers: engineUrls.map((url, i) => ({ url, id: `engine-${i}`, models })),
+      workers: engineUrls.map((url, i) => ({
+        url,
+        id: `engine-${i}`,
+        models,
+        schedulingPolicy: engine.schedulingPolicy,
+      })),
       models: {
         ...(extra.models as object | undefined),
         ...Object.fromEntries(cells.map((c) => [c.model, { policy: c.policy }])),

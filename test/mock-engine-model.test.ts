@@ -38,7 +38,7 @@ function setup(options: EngineOptions = {}) {
     label: string,
     prompt: readonly number[],
     outputTokens = 1,
-    extra: { adapter?: string; outputIds?: readonly number[] } = {},
+    extra: { adapter?: string; outputIds?: readonly number[]; priority?: number } = {},
   ): EngineTicket =>
     model.submit({
       prompt,
@@ -182,6 +182,30 @@ describe('engine model: batching and the queue', () => {
     expect(peak()).toBe(2);
     expect(model.numRunning).toBe(0);
     expect(model.numWaiting).toBe(0);
+  });
+
+  it('under priority scheduling the waiting queue goes by priority, lower first, then by arrival; the batch is never taken back', () => {
+    const { clock, model, events, submit } = setup({ maxBatch: 1, schedulingPolicy: 'priority' });
+    submit('a', ids(100, 4), 2, { priority: 5 });
+    clock.advance(1); // a runs: a request in the batch keeps its place
+    submit('b', ids(200, 4), 1, { priority: 5 });
+    submit('c', ids(300, 4), 1, { priority: 9 });
+    submit('d', ids(400, 4), 1, { priority: 1 });
+    submit('e', ids(500, 4), 1, { priority: 5 });
+    submit('f', ids(600, 4), 1);
+    expect(model.numWaiting).toBe(5);
+    clock.runAll();
+    expect(events).toEqual(['a:0', 'a:1!', 'f:0!', 'd:0!', 'b:0!', 'e:0!', 'c:0!']);
+  });
+
+  it('first come, first served refuses a request with a priority, as vLLM does without priority scheduling', () => {
+    const { clock, events, submit } = setup({ maxBatch: 1 });
+    expect(() => submit('a', ids(100, 4), 1, { priority: 3 })).toThrow(
+      new EngineRejected('Got priority 3 but Priority scheduling is not enabled.'),
+    );
+    submit('b', ids(200, 4), 1, { priority: 0 });
+    clock.runAll();
+    expect(events).toEqual(['b:0!']);
   });
 
   it('a request admitted while others decode joins the batch at the next step', () => {

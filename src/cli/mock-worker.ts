@@ -1,4 +1,4 @@
-import type { Command } from 'commander';
+import { type Command, Option } from 'commander';
 import { resolveEngineOptions } from '../mock/engine-options.js';
 import { createMockWorker, type EngineOptions, FaultSpecError, parseFault } from '../mock/mock-worker.js';
 import { collect, parseIntOption, parseNumberOption } from './options.js';
@@ -25,6 +25,7 @@ interface MockFlags {
   lora?: string[];
   maxLoras?: number;
   loraLoadMs?: number;
+  schedulingPolicy?: 'fcfs' | 'priority';
   jitter?: number;
   seed?: number;
 }
@@ -43,6 +44,7 @@ function engineOptionsOf(flags: MockFlags): EngineOptions | undefined {
     adapters: flags.lora,
     maxLoras: flags.maxLoras,
     loraLoadMs: flags.loraLoadMs,
+    schedulingPolicy: flags.schedulingPolicy,
     jitter: flags.jitter,
     seed: flags.seed,
   };
@@ -114,6 +116,12 @@ export function registerMockWorker(program: Command): void {
       '--lora-load-ms <ms>',
       'engine: time to load an adapter into a slot (default 20)',
       parseNumberOption(0),
+    )
+    .addOption(
+      new Option(
+        '--scheduling-policy <policy>',
+        'engine: waiting requests by arrival, or by their priority field (vLLM --scheduling-policy; default fcfs)',
+      ).choices(['fcfs', 'priority']),
     )
     .option(
       '--jitter <f>',

@@ -86,6 +86,13 @@ export const workerSchema = z.strictObject({
   apiKey: z.string().min(1).optional(),
   healthPath: z.string().startsWith('/').optional(),
   /**
+   * How its engine orders waiting requests (vLLM `--scheduling-policy`, SGLang
+   * `--enable-priority-scheduling`): with `priority`, sluice sets each request's `priority` (its
+   * flow-control class, then its tenant's requests in flight: fewer goes first), overriding the
+   * client's. With `fcfs` (the default) the body is sent as it is.
+   */
+  schedulingPolicy: z.enum(['fcfs', 'priority']).optional(),
+  /**
    * Where and how its engine's Prometheus metrics are read (see `signals`): the path, and whose
    * metric names (`auto`: vLLM's, SGLang's or llama.cpp's, whichever it has; `none`: not read,
    * sluice's own counts stand for them).

@@ -20,6 +20,7 @@ import { errorFrameFrom } from '../streams/error-frame.js';
 import type { HealthChecker } from '../workers/health-checker.js';
 import { Attempt } from './attempt.js';
 import { classifyRequestError, isUnreachable, outcomeOf } from './classify-upstream-error.js';
+import { withPriority } from './engine-priority.js';
 import { BodyTooLarge, failedFinishOf, readBounded, readLimited } from './read-body.js';
 import type { CompletedResponse, DispatchRequest, OpenedStream } from './types.js';
 import type { WorkerPicker } from './worker-picker.js';
@@ -271,7 +272,10 @@ export class AttemptLoop {
         method: 'POST',
         path: worker.basePath + req.path,
         headers,
-        body: req.payload,
+        body:
+          attempt.enginePriority === undefined
+            ? req.payload
+            : withPriority(req.payload, attempt.enginePriority),
         signal: attempt.signal,
         headersTimeout: headersTimeoutMs,
         bodyTimeout: 0,

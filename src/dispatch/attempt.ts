@@ -25,6 +25,8 @@ export class Attempt implements InFlightRequest {
   stream: EngineStream | undefined;
   /** This attempt's client span (tracing on and the request sampled), ended on release. */
   span: AttemptTrace | undefined;
+  /** The `priority` its body is sent with, for an engine that schedules by priority (else undefined). */
+  enginePriority: number | undefined;
   /** Called once on release (flow control's count of the tenant's requests in flight). */
   onRelease: (() => void) | undefined;
   private released = false;

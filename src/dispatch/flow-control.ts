@@ -18,7 +18,14 @@ import type { GatewayMetrics } from '../observability/metrics.js';
  * wait would pass it (the work ahead of it at the rate requests leave the queue) is refused at
  * once. Both are a 503 `fleet_saturated` with `Retry-After`. A request leaves when a worker is no
  * longer saturated: looked at when one of the model's requests ends and every `pollMs`.
+ *
+ * The same order goes on inside engines that schedule by priority (`enginePriority`): a request
+ * sent there carries its class, then its tenant's requests in flight, as its `priority`, so that
+ * in the engine's own queue a small tenant's request goes before a hot tenant's that came first.
  */
+
+/** Requests in flight of one tenant counted in an engine priority at most (the class is the higher part). */
+const TENANT_SPAN = 1_000_000;
 
 /** What a request brings to flow control: whose it is, how urgent, how long it may wait. */
 export interface FlowTicket {
@@ -160,6 +167,19 @@ export class FlowControl {
   /** This replica's requests in flight of `tenant` for `model`. */
   inflightOf(model: string, tenant: string): number {
     return this.inflight.get(model)?.get(tenant) ?? 0;
+  }
+
+  /** Requests of `tenant` for `model` in flight on every replica (this one's and what the others report). */
+  tenantLoad(model: string, tenant: string): number {
+    return this.inflightOf(model, tenant) + (this.peers?.inflight(model, tenant) ?? 0);
+  }
+
+  /**
+   * The `priority` (lower goes first) of a request with `ticket` for an engine that schedules by
+   * priority: its class first, then how many requests its tenant has in flight.
+   */
+  enginePriority(model: string, ticket: FlowTicket): number {
+    return ticket.priority * TENANT_SPAN + Math.min(TENANT_SPAN - 1, this.tenantLoad(model, ticket.tenant));
   }
 
   /** What this replica reports to the others. */
@@ -391,7 +411,7 @@ export class FlowControl {
     let best: string | undefined;
     let fewest = Number.POSITIVE_INFINITY;
     for (const tenant of byTenant.keys()) {
-      const n = this.inflightOf(model, tenant) + (this.peers?.inflight(model, tenant) ?? 0);
+      const n = this.tenantLoad(model, tenant);
       if (n < fewest) {
         fewest = n;
         best = tenant;

@@ -112,6 +112,8 @@ export class WorkerPicker {
     }
     const requestId = n === 0 ? req.requestId : `${req.requestId}-retry${n}`;
     const attempt = new Attempt(req.api, worker, requestId, rank, n, this.requests, req.model);
+    // Counted before this request is: its tenant's requests in flight without it.
+    if (worker.priorityScheduling) attempt.enginePriority = this.enginePriorityOf(req);
     if (this.flow && this.router.judgesSaturation(req.model))
       attempt.onRelease = this.flow.started(req.model, req.flow?.tenant ?? '');
     try {
@@ -121,6 +123,14 @@ export class WorkerPicker {
       throw err;
     }
     return attempt;
+  }
+
+  /** The `priority` of a request sent to an engine that schedules by priority (FlowControl.enginePriority). */
+  private enginePriorityOf(req: DispatchRequest): number {
+    const flow = this.flow;
+    if (!flow) return 0;
+    const ticket = req.flow ?? { tenant: '', priority: flow.options.defaultPriority, maxWaitMs: 0 };
+    return flow.enginePriority(req.model, ticket);
   }
 
   /** Whether every worker of the model has failed this request already (a retry goes back to one). */

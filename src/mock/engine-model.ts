@@ -13,7 +13,9 @@ import { BlockPool } from './prefix-cache.js';
  *    (`maxBatchedTokens`): one token for each decoding sequence, then chunks of the prompts
  *    still being prefilled (chunked prefill).
  * 2. While the budget lasts and the batch has room (`maxBatch`), waiting requests are admitted
- *    first come, first served: a request's cached prefix is looked up (a hit is every leading
+ *    first come, first served (`schedulingPolicy: 'priority'`: lowest `priority` first, then
+ *    first come; as in vLLM, a priority orders the waiting queue and never takes a running
+ *    request's place): a request's cached prefix is looked up (a hit is every leading
  *    full block whose hash chain is cached, never the whole prompt: its last token is always
  *    computed), and blocks are taken for the rest of its prompt and for all its output (a
  *    simplification: vLLM takes output blocks as it goes and preempts when they run out; here
@@ -49,6 +51,8 @@ export interface EngineRequest {
   outputTokens: number;
   /** The answer's token ids, registered in the prefix cache after the prompt's when the request ends. */
   outputIds?: readonly number[] | undefined;
+  /** Its place in the waiting queue under `schedulingPolicy: 'priority'`: lower goes first (vLLM's). Default 0. */
+  priority?: number | undefined;
   /** A LoRA adapter the engine serves; its blocks are cached apart from the base model's. */
   adapter?: string | undefined;
   /** Why it ends after `outputTokens` (vLLM's `finished_reason`); default 'length'. */
@@ -65,6 +69,8 @@ export interface EngineTicket {
   readonly id: number;
   readonly state: 'waiting' | 'running' | 'finished' | 'aborted';
   readonly promptTokens: number;
+  /** Its place in the waiting queue under priority scheduling (lower first; 0 unless given). */
+  readonly priority: number;
   /** Prompt tokens found in the prefix cache when admitted. */
   readonly hitTokens: number;
   readonly arrivedAt: number;
@@ -121,6 +127,7 @@ class Sequence implements EngineTicket {
   blocks: number[] = [];
   readonly promptTokens: number;
   readonly totalBlocks: number;
+  readonly priority: number;
 
   constructor(
     readonly id: number,
@@ -132,6 +139,7 @@ class Sequence implements EngineTicket {
     private readonly engine: EngineModel,
   ) {
     this.promptTokens = request.prompt.length;
+    this.priority = request.priority ?? 0;
     const output = Math.max(request.outputTokens, request.outputIds?.length ?? 0);
     this.totalBlocks = Math.ceil((this.promptTokens + output) / blockSize);
   }
@@ -232,6 +240,13 @@ export class EngineModel {
     if (!Number.isInteger(request.outputTokens) || request.outputTokens < 1) {
       throw new EngineRejected(`outputTokens must be an integer >= 1, got ${request.outputTokens}`);
     }
+    const priority = request.priority ?? 0;
+    if (!Number.isSafeInteger(priority))
+      throw new EngineRejected(`priority must be an integer, got ${priority}`);
+    if (priority !== 0 && this.options.schedulingPolicy !== 'priority') {
+      // vLLM's words.
+      throw new EngineRejected(`Got priority ${priority} but Priority scheduling is not enabled.`);
+    }
     if (request.adapter !== undefined && !this.adapters.has(request.adapter)) {
       throw new EngineRejected(`unknown LoRA adapter ${request.adapter}`);
     }
@@ -245,9 +260,18 @@ export class EngineModel {
     }
     this.nextId++;
     this.stats.requests++;
-    this.waiting.push(seq);
+    this.enqueue(seq);
     this.wake();
     return seq;
+  }
+
+  /** Puts a request in the waiting queue: at its end, or under `priority` behind every request of a lower or equal priority. */
+  private enqueue(seq: Sequence): void {
+    const waiting = this.waiting;
+    let at = waiting.length;
+    if (this.options.schedulingPolicy === 'priority')
+      while (at > 0 && waiting[at - 1]!.priority > seq.priority) at--;
+    waiting.splice(at, 0, seq);
   }
 
   /** Forgets the prefix cache (vLLM's `/reset_prefix_cache`); refused (false) while requests hold blocks. */

@@ -25,6 +25,12 @@ export interface EngineOptions {
   maxLoras?: number | undefined;
   /** Added to the step in which an adapter not in a GPU slot is loaded into one. Default 20. */
   loraLoadMs?: number | undefined;
+  /**
+   * The order waiting requests are admitted in (vLLM `--scheduling-policy`): `fcfs`, by arrival;
+   * `priority`, by each request's `priority` (lower first), then by arrival. Under `fcfs` a
+   * request with a non-zero priority is refused, as vLLM refuses it. Default fcfs.
+   */
+  schedulingPolicy?: 'fcfs' | 'priority' | undefined;
   /** Each step's duration is scaled by a uniform factor in [1 − jitter, 1 + jitter], from the seeded PRNG. Default 0. */
   jitter?: number | undefined;
   /** Seed of the PRNG (the jitter). Default 0. */
@@ -45,6 +51,7 @@ export const ENGINE_DEFAULTS: ResolvedEngineOptions = Object.freeze({
   adapters: Object.freeze([]) as readonly string[],
   maxLoras: 1,
   loraLoadMs: 20,
+  schedulingPolicy: 'fcfs',
   jitter: 0,
   seed: 0,
 });
@@ -67,6 +74,12 @@ function number(
       `engine.${name} must be a number ${open ? '>' : '>='} ${min}${max < Infinity ? ` and <= ${max}` : ''}, got ${value}`,
     );
   }
+  return value;
+}
+
+function policy(value: string): 'fcfs' | 'priority' {
+  if (value !== 'fcfs' && value !== 'priority')
+    throw new Error(`engine.schedulingPolicy must be fcfs or priority, got ${JSON.stringify(value)}`);
   return value;
 }
 
@@ -97,6 +110,7 @@ export function resolveEngineOptions(options: EngineOptions): ResolvedEngineOpti
     adapters,
     maxLoras: integer('maxLoras', o.maxLoras, 1),
     loraLoadMs: number('loraLoadMs', o.loraLoadMs, 0),
+    schedulingPolicy: policy(o.schedulingPolicy),
     jitter: number('jitter', o.jitter, 0, 0.9),
     seed: integer('seed', o.seed, 0),
   };

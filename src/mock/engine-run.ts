@@ -1,5 +1,5 @@
 import { EngineMetrics } from './engine-metrics.js';
-import { type EngineClock, EngineModel, type EngineTicket } from './engine-model.js';
+import { type EngineClock, EngineModel, EngineRejected, type EngineTicket } from './engine-model.js';
 import type { EngineOptions } from './engine-options.js';
 import { chatTokens, completionTokens, textTokens } from './engine-tokens.js';
 import { reasoningText, TOOL_ARGUMENTS } from './generate.js';
@@ -51,6 +51,7 @@ export class MockEngine {
       outputTokens: Math.max(1, perChoice),
       outputIds: answerTokens(plan),
       adapter: this.model.servesAdapter(model) ? model : undefined,
+      priority: priorityOf(body.priority),
       finishReason: plan.tool ? 'stop' : plan.completion.finishReason,
       onToken: run.onToken,
       onEnd: traceId === undefined ? undefined : (ticket) => this.trace(traceId, ticket),
@@ -73,6 +74,7 @@ export class MockEngine {
       state: t.state,
       promptTokens: t.promptTokens,
       hitTokens: t.hitTokens,
+      priority: t.priority,
       arrivedAt: t.arrivedAt,
       admittedAt: t.admittedAt ?? null,
       firstTokenAt: t.firstTokenAt ?? null,
@@ -94,6 +96,8 @@ export interface TracedRequest {
   state: EngineTicket['state'];
   promptTokens: number;
   hitTokens: number;
+  /** Its place under priority scheduling (0 when it had none). */
+  priority: number;
   arrivedAt: number;
   admittedAt: number | null;
   firstTokenAt: number | null;
@@ -141,4 +145,12 @@ export class EngineRun implements TokenSource {
     if (this.tick) this.tick();
     else this.pending++;
   }
+}
+
+/** A body's `priority`: an integer, or absent; anything else is refused (vLLM's 400). */
+function priorityOf(value: unknown): number | undefined {
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value))
+    throw new EngineRejected(`priority must be an integer, got ${JSON.stringify(value)}`);
+  return value;
 }

@@ -29,6 +29,8 @@ export interface GenerationRequest {
   tool_choice?: unknown;
   continue_final_message?: unknown;
   add_generation_prompt?: unknown;
+  /** vLLM's: the request's place in an engine that schedules by priority (lower first). */
+  priority?: unknown;
 }
 
 /** A request the mock refuses with a 400. */

@@ -61,6 +61,8 @@ export class Worker {
   readonly limiter: ConcurrencyLimiter;
   readonly dpSize: number;
   readonly apiKey: string | undefined;
+  /** Its engine orders waiting requests by their `priority` field (config `schedulingPolicy: priority`). */
+  readonly priorityScheduling: boolean;
   readonly healthPath: string;
   readonly configuredModels: readonly string[] | undefined;
   models: ReadonlySet<string>;
@@ -117,6 +119,7 @@ export class Worker {
     this.models = new Set(config.models ?? []);
     this.dpSize = config.dpSize ?? 1;
     this.apiKey = config.apiKey;
+    this.priorityScheduling = config.schedulingPolicy === 'priority';
     this.healthPath = config.healthPath ?? '/health';
     this.signalState = new WorkerSignals(
       config.metrics?.names ?? 'auto',

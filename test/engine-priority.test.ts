@@ -1,0 +1,85 @@
+import { describe, expect, it } from 'vitest';
+import { withPriority } from '../src/dispatch/engine-priority.js';
+import type { TracedRequest } from '../src/mock/engine-run.js';
+import { eventually, perTest, post, samples } from './helpers/gateway.js';
+
+/**
+ * Flow control's order carried into engines that schedule by priority (vLLM
+ * `--scheduling-policy priority`; the mock worker's engine model with `schedulingPolicy:
+ * 'priority'` imitates its waiting queue): the gateway sets each request's `priority` from its
+ * class and its tenant's requests in flight, so a small tenant's request waiting in an engine
+ * goes before the hot tenant's that came first.
+ */
+describe('engine priority', () => {
+  const fx = perTest();
+
+  it('is set in the body: added to a body without one, written over a client’s, the rest kept', () => {
+    expect(withPriority('{"model":"m","n":1}', 7)).toBe('{"model":"m","n":1,"priority":7}');
+    expect(withPriority('{}', 0)).toBe('{"priority":0}');
+    expect(withPriority('{ }', 2)).toBe('{ "priority":2}');
+    const forged = withPriority('{"model":"m","priority":-100,"messages":[]}', 1_000_003);
+    expect(JSON.parse(forged)).toEqual({ model: 'm', priority: 1_000_003, messages: [] });
+    // "priority" inside a message's text is not the field: parsed, and the field added.
+    const text = withPriority('{"messages":[{"content":"\\"priority\\": 1"}]}', 5);
+    expect(JSON.parse(text)).toEqual({ messages: [{ content: '"priority": 1' }], priority: 5 });
+  });
+
+  async function fleet(schedulingPolicy: 'fcfs' | 'priority', smallAsks: Record<string, unknown> = {}) {
+    const [worker] = await fx.mocks(1, {
+      models: ['m'],
+      engine: { maxBatch: 1, decodeTokensPerSecond: 20, schedulingPolicy },
+    });
+    const gateway = await fx.gateway({
+      workers: [{ url: worker!.url, id: 'e', schedulingPolicy }],
+      // Nothing is held in the gateway: the requests queue in the engine.
+      routing: { policy: 'scorer', scorer: { saturation: { maxWaiting: 100 } } },
+      flow: { tenantHeader: 'x-tenant-id' },
+      server: { forwardHeaders: ['x-mock-trace-id'] },
+    });
+    const waiting = async () =>
+      samples(await (await fetch(`${worker!.url}/metrics`)).text(), 'vllm:num_requests_waiting')[0]?.value ??
+      0;
+    const sent: Promise<unknown>[] = [];
+    const send = async (id: string, tenant: string, maxTokens: number, waitingAfter: number, extra = {}) => {
+      sent.push(
+        post(
+          `${gateway.url}/v1/chat/completions`,
+          { model: 'm', max_tokens: maxTokens, messages: [{ role: 'user', content: id }], ...extra },
+          { 'x-tenant-id': tenant, 'x-mock-trace-id': id },
+        ).then((res) => expect(res.status, res.text).toBe(200)),
+      );
+      await eventually(async () => (await waiting()) === waitingAfter);
+    };
+    await send('hot-1', 'hot', 4, 0);
+    await eventually(async () => (await waiting()) === 0); // hot-1 runs: the batch is full
+    await send('hot-2', 'hot', 1, 1);
+    await send('hot-3', 'hot', 1, 2);
+    await send('small-1', 'small', 1, 3, smallAsks);
+    await Promise.all(sent);
+    const traced = (await (await fetch(`${worker!.url}/mock/engine/requests`)).json()) as TracedRequest[];
+    const admitted = [...traced].sort((a, b) => a.admittedAt! - b.admittedAt!);
+    return {
+      order: admitted.map((t) => t.id),
+      priorities: Object.fromEntries(traced.map((t) => [t.id, t.priority])),
+    };
+  }
+
+  it('an engine that schedules by priority takes a small tenant’s request before the hot tenant’s that waited longer; a forged priority is written over', async () => {
+    // A client's own priority would put it first on its own: the gateway's replaces it.
+    const { order, priorities } = await fleet('priority', { priority: -100 });
+    expect(order).toEqual(['hot-1', 'small-1', 'hot-2', 'hot-3']);
+    // The class (normal: 1) first, then the tenant's requests in flight before this one.
+    expect(priorities).toEqual({
+      'hot-1': 1_000_000,
+      'hot-2': 1_000_001,
+      'hot-3': 1_000_002,
+      'small-1': 1_000_000,
+    });
+  });
+
+  it('a worker that schedules first come, first served gets the body as it is: no priority (its engine would refuse one), arrival order', async () => {
+    const { order, priorities } = await fleet('fcfs');
+    expect(order).toEqual(['hot-1', 'hot-2', 'hot-3', 'small-1']);
+    expect(priorities).toEqual({ 'hot-1': 0, 'hot-2': 0, 'hot-3': 0, 'small-1': 0 });
+  });
+});
