@@ -100,6 +100,7 @@ export class Gateway {
             maxWaitMs: config.flow.maxWaitMs,
             maxQueued: config.flow.maxQueued,
             pollMs: config.flow.pollMs,
+            heavyShare: config.flow.heavyShare,
           },
           metrics,
         )

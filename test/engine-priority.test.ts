@@ -7,8 +7,8 @@ import { eventually, perTest, post, samples } from './helpers/gateway.js';
  * Flow control's order carried into engines that schedule by priority (vLLM
  * `--scheduling-policy priority`; the mock worker's engine model with `schedulingPolicy:
  * 'priority'` imitates its waiting queue): the gateway sets each request's `priority` from its
- * class and its tenant's requests in flight, so a small tenant's request waiting in an engine
- * goes before the hot tenant's that came first.
+ * class and whether its tenant is heavy, so a small tenant's request waiting in an engine goes
+ * before a heavy tenant's that came first.
  */
 describe('engine priority', () => {
   const fx = perTest();
@@ -17,8 +17,8 @@ describe('engine priority', () => {
     expect(withPriority('{"model":"m","n":1}', 7)).toBe('{"model":"m","n":1,"priority":7}');
     expect(withPriority('{}', 0)).toBe('{"priority":0}');
     expect(withPriority('{ }', 2)).toBe('{ "priority":2}');
-    const forged = withPriority('{"model":"m","priority":-100,"messages":[]}', 1_000_003);
-    expect(JSON.parse(forged)).toEqual({ model: 'm', priority: 1_000_003, messages: [] });
+    const forged = withPriority('{"model":"m","priority":-100,"messages":[]}', 3);
+    expect(JSON.parse(forged)).toEqual({ model: 'm', priority: 3, messages: [] });
     // "priority" inside a message's text is not the field: parsed, and the field added.
     const text = withPriority('{"messages":[{"content":"\\"priority\\": 1"}]}', 5);
     expect(JSON.parse(text)).toEqual({ messages: [{ content: '"priority": 1' }], priority: 5 });
@@ -33,7 +33,8 @@ describe('engine priority', () => {
       workers: [{ url: worker!.url, id: 'e', schedulingPolicy }],
       // Nothing is held in the gateway: the requests queue in the engine.
       routing: { policy: 'scorer', scorer: { saturation: { maxWaiting: 100 } } },
-      flow: { tenantHeader: 'x-tenant-id' },
+      // Heavy: more requests in flight than the mean of the other tenants' (a small test's numbers).
+      flow: { tenantHeader: 'x-tenant-id', heavyShare: 1 },
       server: { forwardHeaders: ['x-mock-trace-id'] },
     });
     const waiting = async () =>
@@ -50,11 +51,12 @@ describe('engine priority', () => {
       );
       await eventually(async () => (await waiting()) === waitingAfter);
     };
-    await send('hot-1', 'hot', 4, 0);
-    await eventually(async () => (await waiting()) === 0); // hot-1 runs: the batch is full
-    await send('hot-2', 'hot', 1, 1);
-    await send('hot-3', 'hot', 1, 2);
-    await send('small-1', 'small', 1, 3, smallAsks);
+    await send('small-1', 'small', 6, 0);
+    await eventually(async () => (await waiting()) === 0); // small-1 runs: the batch is full
+    await send('hot-1', 'hot', 1, 1);
+    await send('hot-2', 'hot', 1, 2);
+    await send('hot-3', 'hot', 1, 3); // hot has 2 in flight against small's 1: heavy from here
+    await send('small-2', 'small', 1, 4, smallAsks);
     await Promise.all(sent);
     const traced = (await (await fetch(`${worker!.url}/mock/engine/requests`)).json()) as TracedRequest[];
     const admitted = [...traced].sort((a, b) => a.admittedAt! - b.admittedAt!);
@@ -64,22 +66,17 @@ describe('engine priority', () => {
     };
   }
 
-  it('an engine that schedules by priority takes a small tenant’s request before the hot tenant’s that waited longer; a forged priority is written over', async () => {
+  it('an engine that schedules by priority takes a small tenant’s request before a heavy tenant’s that waited longer; a forged priority is written over', async () => {
     // A client's own priority would put it first on its own: the gateway's replaces it.
     const { order, priorities } = await fleet('priority', { priority: -100 });
-    expect(order).toEqual(['hot-1', 'small-1', 'hot-2', 'hot-3']);
-    // The class (normal: 1) first, then the tenant's requests in flight before this one.
-    expect(priorities).toEqual({
-      'hot-1': 1_000_000,
-      'hot-2': 1_000_001,
-      'hot-3': 1_000_002,
-      'small-1': 1_000_000,
-    });
+    expect(order).toEqual(['small-1', 'hot-1', 'hot-2', 'small-2', 'hot-3']);
+    // Twice the class (normal: 1), plus one for a heavy tenant's.
+    expect(priorities).toEqual({ 'small-1': 2, 'hot-1': 2, 'hot-2': 2, 'hot-3': 3, 'small-2': 2 });
   });
 
   it('a worker that schedules first come, first served gets the body as it is: no priority (its engine would refuse one), arrival order', async () => {
     const { order, priorities } = await fleet('fcfs');
-    expect(order).toEqual(['hot-1', 'hot-2', 'hot-3', 'small-1']);
-    expect(priorities).toEqual({ 'hot-1': 0, 'hot-2': 0, 'hot-3': 0, 'small-1': 0 });
+    expect(order).toEqual(['small-1', 'hot-1', 'hot-2', 'hot-3', 'small-2']);
+    expect(priorities).toEqual({ 'small-1': 0, 'hot-1': 0, 'hot-2': 0, 'hot-3': 0, 'small-2': 0 });
   });
 });

@@ -7,7 +7,15 @@ const CLASSES = ['high', 'normal', 'low'];
 
 function flow(options: Partial<FlowControl['options']> = {}, peers?: FlowPeers): FlowControl {
   return new FlowControl(
-    { classes: CLASSES, defaultPriority: 1, maxWaitMs: 10_000, maxQueued: 100, pollMs: 5, ...options },
+    {
+      classes: CLASSES,
+      defaultPriority: 1,
+      maxWaitMs: 10_000,
+      maxQueued: 100,
+      pollMs: 5,
+      heavyShare: 4,
+      ...options,
+    },
     new GatewayMetrics(false),
     peers,
   );
@@ -120,6 +128,7 @@ describe('flow control', () => {
     const peers: FlowPeers = {
       inflight: (_m, tenant) => (tenant === 'hot' ? remoteHot : 0),
       highestWaiting: () => elsewhere,
+      inflightByTenant: () => new Map([['hot', remoteHot]]),
     };
     const control = flow({}, peers);
     const fleet = new Fleet();
@@ -208,6 +217,45 @@ describe('flow control', () => {
     gone.abort();
     await expect(first).rejects.toBeInstanceOf(ClientDisconnected);
     expect(control.waiting('m')).toBe(0);
+  });
+
+  it('gives engines a priority: the class first, then one step back for a heavy tenant only, counting the other replicas', () => {
+    let remote = new Map<string, number>();
+    const peers: FlowPeers = {
+      inflight: (_m, tenant) => remote.get(tenant) ?? 0,
+      highestWaiting: () => undefined,
+      inflightByTenant: () => remote,
+    };
+    const control = flow({ heavyShare: 2 }, peers);
+    const started = (tenant: string, n: number) => {
+      for (let i = 0; i < n; i++) control.started('m', tenant);
+    };
+    const priority = (tenant: string, klass = 'normal') => control.enginePriority('m', ticket(tenant, klass));
+    // Alone, a tenant is never heavy: there is nobody to be fair to.
+    started('hot', 9);
+    expect([priority('hot', 'high'), priority('hot'), priority('hot', 'low')]).toEqual([0, 2, 4]);
+    // Beside a tenant with 2 in flight, 9 is more than twice as many: heavy, one step back within
+    // its class (never past a lower class); the small tenant and a new one are not.
+    started('small', 2);
+    expect([priority('hot', 'high'), priority('hot'), priority('small'), priority('new')]).toEqual([
+      1, 3, 2, 2,
+    ]);
+    // The other replicas' requests count: 10 more of small's elsewhere, and hot is no longer heavy.
+    remote = new Map([['small', 10]]);
+    expect([priority('hot'), priority('small')]).toEqual([2, 2]);
+
+    // Between tenants of about the same weight nobody goes back: 3 against a mean of 2 is not
+    // more than twice as many; 5 against a mean of 7/3 is.
+    const even = flow({ heavyShare: 2 });
+    for (const [tenant, n] of [
+      ['a', 2],
+      ['b', 3],
+      ['c', 2],
+    ] as const)
+      for (let i = 0; i < n; i++) even.started('m', tenant);
+    expect(['a', 'b', 'c'].map((t) => even.enginePriority('m', ticket(t)))).toEqual([2, 2, 2]);
+    for (let i = 0; i < 5; i++) even.started('m', 'd');
+    expect(even.enginePriority('m', ticket('d'))).toBe(3);
   });
 
   it('reports what it has in flight and waiting, for the other replicas', async () => {

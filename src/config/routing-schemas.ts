@@ -112,6 +112,12 @@ export const flowSchema = z
     classMaxWaitMs: z.record(z.string(), positiveInt).default({}),
     /** Requests waiting per model at most; past it a request is refused at once. */
     maxQueued: positiveInt.default(10_000),
+    /**
+     * In engines that schedule by priority (a worker's `schedulingPolicy: priority`): a tenant with
+     * more than this many times the mean of the other tenants' requests in flight is heavy, and its
+     * requests go behind the others' of their class in the engine's queue.
+     */
+    heavyShare: z.number().min(1).default(4),
     /** How often a waiting queue looks at the workers again (besides when a request ends). */
     pollMs: positiveInt.default(25),
     /** With `redis.url`: how often a replica publishes its tenants' requests in flight and its queues, and reads the others'. */

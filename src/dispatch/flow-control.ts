@@ -19,13 +19,14 @@ import type { GatewayMetrics } from '../observability/metrics.js';
  * once. Both are a 503 `fleet_saturated` with `Retry-After`. A request leaves when a worker is no
  * longer saturated: looked at when one of the model's requests ends and every `pollMs`.
  *
- * The same order goes on inside engines that schedule by priority (`enginePriority`): a request
- * sent there carries its class, then its tenant's requests in flight, as its `priority`, so that
- * in the engine's own queue a small tenant's request goes before a hot tenant's that came first.
+ * Engines that schedule by priority are given the same order (`enginePriority`): a request sent
+ * there carries its class and whether its tenant is heavy as its `priority`, so that in the
+ * engine's own queue a small tenant's request goes before a hot tenant's that came first. Only a
+ * heavy tenant (more than `heavyShare` times the mean of the other tenants' requests in flight)
+ * goes back: between tenants of about the same weight the engine's queue stays first come, first
+ * served (ordering them by their exact counts would starve whoever happens to have one more in
+ * flight, and lengthen every tail).
  */
-
-/** Requests in flight of one tenant counted in an engine priority at most (the class is the higher part). */
-const TENANT_SPAN = 1_000_000;
 
 /** What a request brings to flow control: whose it is, how urgent, how long it may wait. */
 export interface FlowTicket {
@@ -43,6 +44,8 @@ export interface FlowPeers {
   inflight(model: string, tenant: string): number;
   /** The highest class (lowest index) waiting for `model` on another replica, if any. */
   highestWaiting(model: string): number | undefined;
+  /** Requests for `model` in flight on the other replicas, by tenant. */
+  inflightByTenant(model: string): ReadonlyMap<string, number> | undefined;
 }
 
 export interface FlowOptions {
@@ -51,6 +54,8 @@ export interface FlowOptions {
   readonly maxWaitMs: number;
   readonly maxQueued: number;
   readonly pollMs: number;
+  /** A tenant with more than this many times the mean of the others' requests in flight is heavy (enginePriority). */
+  readonly heavyShare: number;
 }
 
 /** What this replica reports to the others. */
@@ -176,10 +181,33 @@ export class FlowControl {
 
   /**
    * The `priority` (lower goes first) of a request with `ticket` for an engine that schedules by
-   * priority: its class first, then how many requests its tenant has in flight.
+   * priority: twice its class, plus one when its tenant is heavy.
    */
   enginePriority(model: string, ticket: FlowTicket): number {
-    return ticket.priority * TENANT_SPAN + Math.min(TENANT_SPAN - 1, this.tenantLoad(model, ticket.tenant));
+    return ticket.priority * 2 + (this.isHeavy(model, ticket.tenant) ? 1 : 0);
+  }
+
+  /**
+   * Whether `tenant` has more than `heavyShare` times the mean of the other tenants' requests for
+   * `model` in flight (those that have any; every replica's). Never when no other tenant has any.
+   */
+  private isHeavy(model: string, tenant: string): boolean {
+    const here = this.inflight.get(model);
+    const elsewhere = this.peers?.inflightByTenant(model);
+    let own = 0;
+    let others = 0;
+    let tenants = 0;
+    const count = (name: string, n: number) => {
+      if (n <= 0) return;
+      if (name === tenant) own += n;
+      else {
+        others += n;
+        tenants++;
+      }
+    };
+    if (here) for (const [name, n] of here) count(name, n + (elsewhere?.get(name) ?? 0));
+    if (elsewhere) for (const [name, n] of elsewhere) if (!here?.has(name)) count(name, n);
+    return tenants > 0 && own > (this.options.heavyShare * others) / tenants;
   }
 
   /** What this replica reports to the others. */

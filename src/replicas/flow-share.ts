@@ -100,6 +100,10 @@ export class FlowShare implements FlowPeers {
     return this.inflightElsewhere.get(model)?.get(tenant) ?? 0;
   }
 
+  inflightByTenant(model: string): ReadonlyMap<string, number> | undefined {
+    return this.fresh() ? this.inflightElsewhere.get(model) : undefined;
+  }
+
   highestWaiting(model: string): number | undefined {
     return this.fresh() ? this.highestElsewhere.get(model) : undefined;
   }
