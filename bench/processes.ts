@@ -9,6 +9,8 @@ export interface Proc {
   child: ChildProcess;
   url: string;
   pid: number;
+  /** The JSON object of the output line that named the URL (the routing fleet's adds `urls`). */
+  line: { url: string; urls?: string[] } & Record<string, unknown>;
 }
 
 /** Starts `sluice <args>` from the build and resolves with the URL it prints when listening. */
@@ -53,26 +55,53 @@ export function startRelay(
   return startNode([...nodeArgs, ...what.split(' '), ...serve]);
 }
 
-/** Starts `node <args>` and resolves with the URL it prints (`"url":"..."`) when listening. */
-export function startNode(args: string[], env: Record<string, string> = {}): Promise<Proc> {
+/** Where and how long `startNode` waits for the URL. */
+export interface StartOptions {
+  /** The directory to start in (this process's own by default). */
+  cwd?: string;
+  /** How long the process has to print its URL. */
+  timeoutMs?: number;
+}
+
+/**
+ * Starts `node <args>` and resolves when it is listening: with the URL of the first whole line
+ * of its output that holds one (`"url":"http://..."`), and that line's JSON object.
+ */
+export function startNode(
+  args: string[],
+  env: Record<string, string> = {},
+  { cwd, timeoutMs = 20_000 }: StartOptions = {},
+): Promise<Proc> {
   const child = spawn(process.execPath, args, {
+    cwd,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, ...env },
   });
   return new Promise((resolve, reject) => {
     let output = '';
     const timer = setTimeout(
-      () => reject(new Error(`no URL within 20 s from ${args.join(' ')}: ${output}`)),
-      20_000,
+      () => reject(new Error(`no URL within ${timeoutMs / 1000} s from ${args.join(' ')}: ${output}`)),
+      timeoutMs,
     );
     child.stdout!.on('data', (chunk: Buffer) => {
       output += chunk.toString();
-      const match = /"url":"(http:\/\/[^"]+)"/.exec(output);
-      if (match) {
+      // Whole lines only (the last one may not have arrived in full).
+      for (const text of output.split('\n').slice(0, -1)) {
+        const match = /"url":"(http:\/\/[^"]+)"/.exec(text);
+        if (!match) continue;
         clearTimeout(timer);
         child.stdout!.removeAllListeners('data');
         child.stdout!.resume();
-        resolve({ child, url: match[1]!, pid: child.pid! });
+        try {
+          const line = JSON.parse(text.slice(text.indexOf('{'))) as Proc['line'];
+          resolve({ child, url: match[1]!, pid: child.pid!, line });
+        } catch (err) {
+          child.kill('SIGKILL');
+          reject(
+            new Error(`${args.join(' ')} named its URL in a line that is not JSON: ${text}`, { cause: err }),
+          );
+        }
+        return;
       }
     });
     child.stderr!.on('data', (chunk: Buffer) => {

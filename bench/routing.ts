@@ -18,259 +18,22 @@
  * build named by SLUICE_BENCH_CLI. Run it from the repository's root. It is a benchmark, not a
  * test: its figures depend on the machine, which the engines, gateways and clients share.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
-import { appendFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { parse as parseYaml, stringify } from 'yaml';
-import { type EngineOptions, resolveEngineOptions } from '../src/mock/engine-options.js';
-import { POLICY_NAMES } from '../src/routing/types.js';
-import { cpuSeconds } from './processes.js';
+import { stringify } from 'yaml';
+import { resolveEngineOptions } from '../src/mock/engine-options.js';
+import { cpuSeconds, type Proc, startNode, stop } from './processes.js';
+import { type Args, parseArgs } from './routing-args.js';
 import { type CellRun, runCell } from './routing-client.js';
+import { type EngineSample, engineTtfts, idle, lateness, scrapeAll, sum } from './routing-engines.js';
 import type { FleetSpec } from './routing-fleet.js';
 import { type CellResult, markdownReport, type RoutingReport } from './routing-report.js';
-import { makeWorkload, WORKLOADS, type WorkloadName } from './routing-workloads.js';
+import { makeWorkload, type WorkloadName } from './routing-workloads.js';
 import { percentile, round } from './stats.js';
 
 const ROOT = new URL('..', import.meta.url).pathname;
-
-/** The fleet's engines unless `--engine` says otherwise: small batches, so that 8 engines' streams stay light for a shared 2-core machine. */
-const BENCH_ENGINE: EngineOptions = {
-  maxBatch: 16,
-  maxBatchedTokens: 2048,
-  blockSize: 16,
-  cacheBlocks: 8192,
-  prefillTokensPerSecond: 20_000,
-  decodeTokensPerSecond: 50,
-  batchSlowdown: 0.03,
-  // As vLLM with --scheduling-policy priority: the gateway's workers say so (below), and it sets
-  // each request's priority (flow control's order: class, then the tenant's requests in flight).
-  schedulingPolicy: 'priority',
-};
-
-interface Args {
-  quick: boolean;
-  policies: string[];
-  replicas: number[];
-  workloads: WorkloadName[];
-  load: number;
-  seconds: number;
-  warmup: number;
-  drain: number;
-  engines: number;
-  seed: number;
-  engine: EngineOptions;
-  gatewayConfig: Record<string, unknown>;
-  tenantHeader: string;
-  /** A file to append each traced request's engine record to (`--dump`). */
-  dump: string | undefined;
-}
-
-function parseArgs(argv: string[]): Args {
-  const flags = new Map<string, string>();
-  const switches = new Set<string>();
-  for (let i = 0; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (arg === 'routing') continue; // `npm run bench -- routing ...`
-    if (!arg.startsWith('--')) throw new Error(`unexpected argument ${arg}`);
-    const [name, inline] = arg.slice(2).split('=', 2) as [string, string | undefined];
-    if (name === 'quick') switches.add(name);
-    else if (inline !== undefined) flags.set(name, inline);
-    else {
-      const value = argv[++i];
-      if (value === undefined) throw new Error(`--${name} needs a value`);
-      flags.set(name, value);
-    }
-  }
-  const known = [
-    'policies',
-    'replicas',
-    'workloads',
-    'load',
-    'seconds',
-    'warmup',
-    'drain',
-    'engines',
-    'seed',
-    'engine',
-    'gateway-config',
-    'tenant-header',
-    'dump',
-  ];
-  for (const name of flags.keys()) if (!known.includes(name)) throw new Error(`unknown flag --${name}`);
-  const quick = switches.has('quick');
-  const list = (name: string, fallback: string) =>
-    (flags.get(name) ?? fallback)
-      .split(',')
-      .map((s) => s.trim())
-      .filter(Boolean);
-  const number = (name: string, fallback: number) => {
-    const value = Number(flags.get(name) ?? fallback);
-    if (!Number.isFinite(value) || value <= 0) throw new Error(`--${name} must be a positive number`);
-    return value;
-  };
-  const policies = list('policies', 'round_robin,least_outstanding,cache_aware,scorer');
-  for (const p of policies) {
-    if (!(POLICY_NAMES as readonly string[]).includes(p)) {
-      throw new Error(`--policies: ${p} is not a policy of this gateway (${POLICY_NAMES.join(', ')})`);
-    }
-  }
-  const workloads = list('workloads', WORKLOADS.join(','));
-  for (const w of workloads)
-    if (!(WORKLOADS as readonly string[]).includes(w))
-      throw new Error(`--workloads: unknown ${w} (${WORKLOADS.join(', ')})`);
-  const replicas = list('replicas', '1,2').map(Number);
-  if (replicas.some((r) => !Number.isInteger(r) || r < 1)) throw new Error('--replicas: positive integers');
-  const configFile = flags.get('gateway-config');
-  const seconds = number('seconds', quick ? 2 : 8);
-  const warmup = number('warmup', quick ? 0.5 : 2);
-  if (warmup >= seconds) throw new Error('--warmup must be shorter than --seconds');
-  const engines = number('engines', 8);
-  const seed = number('seed', 1);
-  if (!Number.isInteger(engines) || !Number.isInteger(seed))
-    throw new Error('--engines and --seed: integers');
-  return {
-    quick,
-    policies,
-    replicas,
-    workloads: workloads as WorkloadName[],
-    load: number('load', 0.85),
-    seconds,
-    warmup,
-    drain: number('drain', quick ? 2 : 6),
-    engines,
-    seed,
-    engine: { ...BENCH_ENGINE, ...(JSON.parse(flags.get('engine') ?? '{}') as EngineOptions) },
-    gatewayConfig: configFile
-      ? ((parseYaml(readFileSync(configFile, 'utf8')) ?? {}) as Record<string, unknown>)
-      : {},
-    tenantHeader: flags.get('tenant-header') ?? 'x-tenant-id',
-    dump: flags.get('dump'),
-  };
-}
-
-interface Proc {
-  child: ChildProcess;
-  /** The first line of output matching `"url":`, parsed. */
-  line: { url: string; urls?: string[] };
-}
-
-/** Starts `node <args>` from the repository's root; resolves with the JSON line that names its URL. */
-function startNode(args: string[]): Promise<Proc> {
-  const child = spawn(process.execPath, args, { cwd: ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
-  return new Promise((resolve, reject) => {
-    let output = '';
-    const timer = setTimeout(
-      () => reject(new Error(`no URL within 30 s from ${args.join(' ')}: ${output}`)),
-      30_000,
-    );
-    child.stdout!.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-      const line = output.split('\n').find((l) => l.includes('"url":"'));
-      if (line) {
-        clearTimeout(timer);
-        child.stdout!.removeAllListeners('data');
-        child.stdout!.resume();
-        resolve({ child, line: JSON.parse(line.slice(line.indexOf('{'))) as Proc['line'] });
-      }
-    });
-    child.stderr!.on('data', (chunk: Buffer) => {
-      output += chunk.toString();
-    });
-    child.once('exit', (code) => reject(new Error(`${args.join(' ')} exited with ${code}: ${output}`)));
-  });
-}
-
-async function stopProc(proc: Proc): Promise<void> {
-  if (proc.child.exitCode !== null) return;
-  const exited = new Promise((resolve) => proc.child.once('exit', resolve));
-  proc.child.kill('SIGKILL');
-  await exited;
-}
-
-/** One engine's gauges and counters, from its /metrics. */
-interface EngineSample {
-  running: number;
-  waiting: number;
-  queries: number;
-  hits: number;
-}
-
-async function scrape(url: string): Promise<EngineSample> {
-  const text = await (await fetch(`${url}/metrics`)).text();
-  const value = (name: string) => {
-    const line = text.split('\n').find((l) => l.startsWith(`${name}{`) || l.startsWith(`${name} `));
-    return line === undefined ? 0 : Number(line.slice(line.lastIndexOf(' ') + 1));
-  };
-  return {
-    running: value('vllm:num_requests_running'),
-    waiting: value('vllm:num_requests_waiting'),
-    queries: value('vllm:prefix_cache_queries_total'),
-    hits: value('vllm:prefix_cache_hits_total'),
-  };
-}
-
-const scrapeAll = (urls: string[]) => Promise.all(urls.map(scrape));
-const sum = (samples: EngineSample[], f: (s: EngineSample) => number) =>
-  samples.reduce((n, s) => n + f(s), 0);
-
-/** Waits until no engine runs or queues a request (the cell before may leave some being cut). */
-async function idle(urls: string[]): Promise<void> {
-  for (let i = 0; i < 200; i++) {
-    const samples = await scrapeAll(urls);
-    if (sum(samples, (s) => s.running + s.waiting) === 0) return;
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
-  throw new Error('the engines did not go idle within 10 s');
-}
-
-/** An engine's lateness counters, from GET /mock/engine. */
-interface Lateness {
-  steps: number;
-  totalMs: number;
-  over5ms: number;
-}
-
-interface Traced {
-  id: string;
-  state: string;
-  arrivedAt: number;
-  firstTokenAt: number | null;
-  finishedAt: number | null;
-}
-
-/**
- * Each traced request's time to first token on its engine's clock (queue and prefill), from
- * GET /mock/engine/requests; one cut before its first token counts the time it waited there.
- * With `dump`, every traced request (its engine, arrival, admission, first token, prompt and
- * cached tokens) is appended to that file as a JSON line: where a tail's time went.
- */
-async function engineTtfts(urls: string[], dump?: string): Promise<Map<string, number>> {
-  const out = new Map<string, number>();
-  for (const url of urls) {
-    const traced = (await (await fetch(`${url}/mock/engine/requests`)).json()) as Traced[];
-    if (dump && traced.length > 0)
-      appendFileSync(dump, `${traced.map((t) => JSON.stringify({ engine: url, ...t })).join('\n')}\n`);
-    for (const t of traced) {
-      if (t.firstTokenAt !== null) out.set(t.id, t.firstTokenAt - t.arrivedAt);
-      else if (t.finishedAt !== null && !out.has(t.id)) out.set(t.id, t.finishedAt - t.arrivedAt);
-    }
-  }
-  return out;
-}
-
-async function lateness(urls: string[]): Promise<Lateness[]> {
-  return Promise.all(
-    urls.map(async (url) => {
-      const stats = (await (await fetch(`${url}/mock/engine`)).json()) as {
-        steps: number;
-        lateness: { totalMs: number; over5ms: number };
-      };
-      return { steps: stats.steps, totalMs: stats.lateness.totalMs, over5ms: stats.lateness.over5ms };
-    }),
-  );
-}
 
 interface Cell {
   workload: WorkloadName;
@@ -380,12 +143,11 @@ async function main(): Promise<void> {
   }
   const models = ['warmup', ...cells.map((c) => c.model)];
   const fleetSpec: FleetSpec = { count: args.engines, models, engine: args.engine };
-  const fleet = await startNode([
-    '--import',
-    'tsx',
-    join(ROOT, 'bench/routing-fleet.ts'),
-    JSON.stringify(fleetSpec),
-  ]);
+  const fleet = await startNode(
+    ['--import', 'tsx', join(ROOT, 'bench/routing-fleet.ts'), JSON.stringify(fleetSpec)],
+    {},
+    { cwd: ROOT, timeoutMs: 30_000 },
+  );
   const engineUrls = fleet.line.urls!;
   const dir = mkdtempSync(join(tmpdir(), 'sluice-routing-'));
   const configFile = join(dir, 'sluice.yaml');
@@ -438,13 +200,17 @@ async function main(): Promise<void> {
   try {
     const starts = await Promise.allSettled(
       Array.from({ length: gatewayCount }, () =>
-        startNode(cli ? [cli, ...serve] : ['--import', 'tsx', join(ROOT, 'src/cli/main.ts'), ...serve]),
+        startNode(
+          cli ? [cli, ...serve] : ['--import', 'tsx', join(ROOT, 'src/cli/main.ts'), ...serve],
+          {},
+          { cwd: ROOT, timeoutMs: 30_000 },
+        ),
       ),
     );
     for (const start of starts) if (start.status === 'fulfilled') gateways.push(start.value);
     const failed = starts.find((start) => start.status === 'rejected');
     if (failed) throw failed.reason;
-    const origins = gateways.map((g) => new URL(g.line.url).origin);
+    const origins = gateways.map((g) => new URL(g.url).origin);
     const settings = (seconds: number, load: number) => ({
       engines: args.engines,
       engine,
@@ -474,8 +240,8 @@ async function main(): Promise<void> {
       await engineTtfts(engineUrls); // forget what an earlier cell left
       const lateBefore = await lateness(engineUrls);
       const cpuBefore = {
-        gateways: gateways.map((g) => cpuSeconds(g.child.pid!)),
-        engines: cpuSeconds(fleet.child.pid!),
+        gateways: gateways.map((g) => cpuSeconds(g.pid)),
+        engines: cpuSeconds(fleet.pid),
         clients: process.cpuUsage(),
       };
       const loopDelay = monitorEventLoopDelay({ resolution: 10 });
@@ -511,10 +277,8 @@ async function main(): Promise<void> {
       const clientCpu = process.cpuUsage(cpuBefore.clients);
       const machine: CellResult['machine'] = {
         cpuCores: {
-          gateways: gateways.map((g, i) =>
-            round((cpuSeconds(g.child.pid!) - cpuBefore.gateways[i]!) / seconds, 2),
-          ),
-          engines: round((cpuSeconds(fleet.child.pid!) - cpuBefore.engines) / seconds, 2),
+          gateways: gateways.map((g, i) => round((cpuSeconds(g.pid) - cpuBefore.gateways[i]!) / seconds, 2)),
+          engines: round((cpuSeconds(fleet.pid) - cpuBefore.engines) / seconds, 2),
           clients: round((clientCpu.user + clientCpu.system) / 1e6 / seconds, 2),
         },
         engineLateness: {
@@ -567,7 +331,7 @@ async function main(): Promise<void> {
     console.log(markdownReport(report));
     console.log(`\nwritten ${file.pathname}`);
   } finally {
-    await Promise.all([...gateways, fleet].map(stopProc));
+    await Promise.all([...gateways, fleet].map((p) => stop(p)));
     rmSync(dir, { recursive: true, force: true });
   }
 }
