@@ -6,7 +6,8 @@
  * load between them; prints each one's CPU per request (from /proc/<pid>/stat) and the ratio.
  * A side may carry node flags before its build: `'--max-semi-space-size=32 dist/cli/main.js'`.
  * `AB_API=messages` or `AB_API=responses` sends Anthropic Messages or Responses (`store: false`)
- * requests instead of chat completions.
+ * requests instead of chat completions. `AB_POLICY=<name>` sets both gateways' `routing.policy`
+ * (their default otherwise: builds with different defaults then compare their defaults).
  */
 import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -32,7 +33,14 @@ const worker = await startCli([
   '16',
 ]);
 const configFile = join(dir, 'sluice.yaml');
-writeFileSync(configFile, stringify({ workers: [{ url: worker.url }], storage: { kind: 'none' } }));
+writeFileSync(
+  configFile,
+  stringify({
+    workers: [{ url: worker.url }],
+    storage: { kind: 'none' },
+    ...(process.env.AB_POLICY ? { routing: { policy: process.env.AB_POLICY } } : {}),
+  }),
+);
 /** `AB_PROFILE_DIR=<dir>`: both relays run under `node --cpu-prof`, their profiles written there. */
 const prof = process.env.AB_PROFILE_DIR ? ['--cpu-prof', '--cpu-prof-dir', process.env.AB_PROFILE_DIR] : [];
 const gateways: Proc[] = [
