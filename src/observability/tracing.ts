@@ -12,28 +12,25 @@ import {
   type Tracer,
   trace,
 } from '@opentelemetry/api';
-import { ExportResultCode, W3CTraceContextPropagator } from '@opentelemetry/core';
+import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import {
   BatchSpanProcessor,
   ParentBasedSampler,
-  type ReadableSpan,
-  type SpanExporter,
   TraceIdRatioBasedSampler,
 } from '@opentelemetry/sdk-trace-base';
 import { NodeTracerProvider } from '@opentelemetry/sdk-trace-node';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import type { SluiceConfig } from '../config/schema.js';
 import type { Logger } from './logger.js';
+import { LoggingExporter } from './logging-exporter.js';
 import type { ApiName } from './metrics.js';
 import { ATTR, EVENT_FIRST_TOKEN, GEN_AI_OPERATION } from './trace-attributes.js';
 
 export type TracingConfig = SluiceConfig['tracing'];
 
 const VERSION = '0.1.0';
-/** Export failures are logged at most this often. */
-const EXPORT_WARN_INTERVAL_MS = 60_000;
 /**
  * Longest the final flush may hold up a closing gateway (less when `exportTimeoutMs` is less):
  * the exporter retries a collector that refuses connections until its timeout.
@@ -137,40 +134,6 @@ function endpointOf(url: string): { address: string; port: number } {
     endpoints.set(url, found);
   }
   return found;
-}
-
-/** Logs export failures (rate-limited) instead of leaving them to the silent OpenTelemetry diag logger. */
-class LoggingExporter implements SpanExporter {
-  private lastWarnAt = 0;
-  constructor(
-    private readonly inner: SpanExporter,
-    private readonly log: Logger,
-    private readonly endpoint: string,
-  ) {}
-
-  export(spans: ReadableSpan[], done: Parameters<SpanExporter['export']>[1]): void {
-    this.inner.export(spans, (result) => {
-      if (result.code !== ExportResultCode.SUCCESS) {
-        const now = Date.now();
-        if (now - this.lastWarnAt >= EXPORT_WARN_INTERVAL_MS) {
-          this.lastWarnAt = now;
-          this.log.warn(
-            { endpoint: this.endpoint, spans: spans.length, err: result.error?.message },
-            'trace export failed',
-          );
-        }
-      }
-      done(result);
-    });
-  }
-
-  shutdown(): Promise<void> {
-    return this.inner.shutdown();
-  }
-
-  forceFlush(): Promise<void> {
-    return this.inner.forceFlush?.() ?? Promise.resolve();
-  }
 }
 
 /**
