@@ -57,7 +57,9 @@ export class WorkerPicker {
   acquire(req: DispatchRequest, turn: Turn): Attempt | Promise<Attempt> {
     // A first attempt waits in the gateway while every worker it could go to is saturated.
     const flow = this.flow;
-    if (turn.number === 0 && flow && this.router.judgesSaturation(req.model)) {
+    // Whether the model's requests go through flow control (its policy judges saturation): asked once.
+    const flowed = flow !== undefined && this.router.judgesSaturation(req.model);
+    if (turn.number === 0 && flowed) {
       const ticket = ticketOf(req, flow, turn.deadlineAt);
       const waiting = flow.enter(req.model, ticket, req.signal, () =>
         this.fleetSaturated(req, this.registry.forModel(req.model)),
@@ -68,13 +70,13 @@ export class WorkerPicker {
             turn.routed.waitedMs = ms;
             turn.routed.priority = flow.options.classes[ticket.priority] ?? String(ticket.priority);
           }
-          return this.pickAndAcquire(req, turn);
+          return this.pickAndAcquire(req, turn, flowed);
         });
     }
-    return this.pickAndAcquire(req, turn);
+    return this.pickAndAcquire(req, turn, flowed);
   }
 
-  private pickAndAcquire(req: DispatchRequest, turn: Turn): Attempt | Promise<Attempt> {
+  private pickAndAcquire(req: DispatchRequest, turn: Turn, flowed: boolean): Attempt | Promise<Attempt> {
     const serving = this.registry.forModel(req.model);
     // The usual case first: a first attempt with nothing excluded, every worker of the model
     // healthy, admitting and with a free slot; the filters of `pick` would keep all of them.
@@ -87,8 +89,10 @@ export class WorkerPicker {
       ? { worker: this.pickFrom(req, serving, turn.routed), panic: false }
       : this.pick(req, serving, turn.tried, turn.silent, turn.routed);
     const rank = worker.chooseRank(req.rank);
-    if (worker.limiter.tryAcquire()) return this.admit(req, worker, rank, panic, turn.number);
-    return this.waitForSlot(req, worker).then(() => this.admit(req, worker, rank, panic, turn.number));
+    if (worker.limiter.tryAcquire()) return this.admit(req, worker, rank, panic, turn.number, flowed);
+    return this.waitForSlot(req, worker).then(() =>
+      this.admit(req, worker, rank, panic, turn.number, flowed),
+    );
   }
 
   /** Waits for a slot on `worker` (its queue is bounded in length and time). */
@@ -104,7 +108,14 @@ export class WorkerPicker {
   }
 
   /** With a slot held on `worker`: passes its circuits and registers the attempt. */
-  private admit(req: DispatchRequest, worker: Worker, rank: number, panic: boolean, n: number): Attempt {
+  private admit(
+    req: DispatchRequest,
+    worker: Worker,
+    rank: number,
+    panic: boolean,
+    n: number,
+    flowed: boolean,
+  ): Attempt {
     const admitted = panic || this.tryAdmit(worker, req.model);
     if (!admitted) {
       worker.limiter.release();
@@ -114,8 +125,7 @@ export class WorkerPicker {
     const attempt = new Attempt(req.api, worker, requestId, rank, n, this.requests, req.model);
     // Counted before this request is: its tenant's requests in flight without it.
     if (worker.priorityScheduling) attempt.enginePriority = this.enginePriorityOf(req);
-    if (this.flow && this.router.judgesSaturation(req.model))
-      attempt.onRelease = this.flow.started(req.model, req.flow?.tenant ?? '');
+    if (flowed && this.flow) attempt.onRelease = this.flow.started(req.model, req.flow?.tenant ?? '');
     try {
       this.requests.register(attempt);
     } catch (err) {
@@ -222,12 +232,11 @@ export class WorkerPicker {
   }
 
   /**
-   * Whether a request for `req.model` should wait in the gateway: its model's policy judges
-   * saturation (the scorer) and every worker that could take it now (healthy, circuit admitting,
-   * queue not full) is saturated. False when none could: the pick then says why.
+   * Whether a request for `req.model` (whose policy judges saturation: the scorer) should wait in
+   * the gateway: every worker that could take it now (healthy, circuit admitting, queue not full)
+   * is saturated. False when none could: the pick then says why.
    */
   private fleetSaturated(req: DispatchRequest, serving: readonly Worker[]): boolean {
-    if (!this.router.judgesSaturation(req.model)) return false;
     const exclude = req.exclude;
     const able = serving.filter(
       (w) =>
