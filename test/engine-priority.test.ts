@@ -1,6 +1,8 @@
+import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { withPriority } from '../src/dispatch/engine-priority.js';
 import type { TracedRequest } from '../src/mock/engine-run.js';
+import { REDIS_URL } from './helpers/backends.js';
 import { eventually, perTest, post, samples } from './helpers/gateway.js';
 
 /**
@@ -78,5 +80,54 @@ describe('engine priority', () => {
     const { order, priorities } = await fleet('fcfs');
     expect(order).toEqual(['small-1', 'hot-1', 'hot-2', 'hot-3', 'small-2']);
     expect(priorities).toEqual({ 'small-1': 0, 'hot-1': 0, 'hot-2': 0, 'hot-3': 0, 'small-2': 0 });
+  });
+
+  it('counts the other replicas: a tenant heavy through replica A goes behind in the engine replica B sends to', async () => {
+    // Real Redis between two replicas (flow control's shared counts); each replica one engine.
+    const [elsewhere, engine] = await fx.mocks(2, {
+      models: ['m'],
+      engine: { maxBatch: 1, decodeTokensPerSecond: 20, schedulingPolicy: 'priority' },
+    });
+    const prefix = `sluice-test-${randomBytes(5).toString('hex')}:`;
+    const replica = (url: string) =>
+      fx.gateway({
+        workers: [{ url, id: 'e', schedulingPolicy: 'priority' }],
+        routing: { policy: 'scorer', scorer: { saturation: { maxWaiting: 100 } } },
+        flow: { tenantHeader: 'x-tenant-id', heavyShare: 1, shareIntervalMs: 50 },
+        redis: { url: REDIS_URL, keyPrefix: prefix },
+        server: { forwardHeaders: ['x-mock-trace-id'] },
+      });
+    const a = await replica(elsewhere!.url);
+    const b = await replica(engine!.url);
+    const ask = (gw: typeof a, id: string, tenant: string, maxTokens: number) =>
+      post(
+        `${gw.url}/v1/chat/completions`,
+        { model: 'm', max_tokens: maxTokens, messages: [{ role: 'user', content: id }] },
+        { 'x-tenant-id': tenant, 'x-mock-trace-id': id },
+      ).then((res) => expect(res.status, res.text).toBe(200));
+    const metric = async (name: string) =>
+      samples(await (await fetch(`${engine!.url}/metrics`)).text(), name)[0]?.value ?? 0;
+    const waiting = () => metric('vllm:num_requests_waiting');
+    // Through A, hot has two requests in flight (one runs, one waits on A's engine).
+    const onA = [ask(a, 'hot-a1', 'hot', 8), ask(a, 'hot-a2', 'hot', 8)];
+    await eventually(() => b.sharing.flow!.inflight('m', 'hot') === 2);
+    // Through B: small runs (B's batch is full), then hot and small each wait.
+    const onB = [ask(b, 'small-1', 'small', 4)];
+    await eventually(async () => (await metric('vllm:num_requests_running')) === 1);
+    onB.push(ask(b, 'hot-b', 'hot', 1));
+    await eventually(async () => (await waiting()) === 1);
+    onB.push(ask(b, 'small-2', 'small', 1));
+    await eventually(async () => (await waiting()) === 2);
+    await Promise.all([...onB, ...onA]);
+    const traced = (await (await fetch(`${engine!.url}/mock/engine/requests`)).json()) as TracedRequest[];
+    const admitted = [...traced].sort((x, y) => x.admittedAt! - y.admittedAt!);
+    // On B alone hot has nothing in flight, so it is not heavy: A's two requests, shared through
+    // Redis, make it 2 against small's 1.
+    expect(Object.fromEntries(traced.map((t) => [t.id, t.priority]))).toEqual({
+      'small-1': 2,
+      'hot-b': 3,
+      'small-2': 2,
+    });
+    expect(admitted.map((t) => t.id)).toEqual(['small-1', 'small-2', 'hot-b']);
   });
 });
