@@ -88,8 +88,8 @@ export const workerSchema = z.strictObject({
   /**
    * How its engine orders waiting requests (vLLM `--scheduling-policy`, SGLang
    * `--enable-priority-scheduling`): with `priority`, sluice sets each request's `priority` (its
-   * flow-control class, then its tenant's requests in flight: fewer goes first), overriding the
-   * client's. With `fcfs` (the default) the body is sent as it is.
+   * flow-control class, then one step back when its tenant is heavy: see `flow.heavyShare`),
+   * overriding the client's. With `fcfs` (the default) the body is sent as it is.
    */
   schedulingPolicy: z.enum(['fcfs', 'priority']).optional(),
   /**

@@ -27,6 +27,11 @@ import type { WorkerPicker } from './worker-picker.js';
 
 const ERROR_BODY_LIMIT = 64 * 1024;
 
+/** When a request's one budget ends: set by the fallback chain, else its model's deadline from its arrival. */
+export function deadlineOf(req: DispatchRequest, profile: ModelProfile): number {
+  return req.deadlineAt ?? req.receivedAt + profile.timeouts.deadlineMs;
+}
+
 /**
  * One model's attempts at a request: sends it to a worker of the model and retries, with backoff
  * and on another worker when one is left, on retryable failures that happen before anything
@@ -46,7 +51,7 @@ export class AttemptLoop {
   /** Opens a stream on the request's own model that has produced its first output chunk. */
   openOnModel(req: DispatchRequest, profile: ModelProfile): Promise<OpenedStream> {
     const timeouts = profile.timeouts;
-    const deadlineAt = req.deadlineAt ?? req.receivedAt + timeouts.deadlineMs;
+    const deadlineAt = deadlineOf(req, profile);
     const itl = this.metrics.folded(this.metrics.interTokenLatency, req.api, req.model);
     return this.withRetries(req, profile, deadlineAt, async (attempt) => {
       // Within the request's one budget: a route that would outlast it is not waited for.
@@ -81,7 +86,7 @@ export class AttemptLoop {
   /** Sends a non-streaming request on the request's own model and reads its whole JSON answer. */
   completeOnModel(req: DispatchRequest, profile: ModelProfile): Promise<CompletedResponse> {
     const timeouts = profile.timeouts;
-    const deadlineAt = req.deadlineAt ?? req.receivedAt + timeouts.deadlineMs;
+    const deadlineAt = deadlineOf(req, profile);
     return this.withRetries(req, profile, deadlineAt, async (attempt) => {
       // A non-streaming engine answers its headers only when generation is done: the deadline bounds it.
       const remaining = Math.max(1, deadlineAt - performance.now());

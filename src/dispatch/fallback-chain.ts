@@ -4,7 +4,7 @@ import { NoWorkerAvailable } from '../errors/http-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import type { WorkerRegistry } from '../workers/registry.js';
-import type { AttemptLoop } from './attempt-loop.js';
+import { type AttemptLoop, deadlineOf } from './attempt-loop.js';
 import { continuationBody } from './continuation.js';
 import { type FallbackReason, fallbackReason, retargetPayload } from './fallback.js';
 import type { CompletedResponse, Continuation, DispatchRequest, OpenedStream, ResumePlan } from './types.js';
@@ -68,7 +68,7 @@ export class FallbackChain {
     rest: readonly string[],
     how: 'open' | 'complete',
   ): Promise<OpenedStream | CompletedResponse> {
-    const deadlineAt = request.deadlineAt ?? request.receivedAt + profile.timeouts.deadlineMs;
+    const deadlineAt = deadlineOf(request, profile);
     let current: DispatchRequest = { ...request, fallbacks: rest, deadlineAt };
     let settings = profile;
     for (let hop = 1; ; hop++) {

@@ -152,6 +152,18 @@ export class FlowControl {
     private peers: FlowPeers | undefined = undefined,
   ) {}
 
+  /** The ticket of a request that brings none: no tenant, the default class, the default deadline. */
+  ticketOf(ticket: FlowTicket | undefined): FlowTicket {
+    this.defaultTicket ??= {
+      tenant: '',
+      priority: this.options.defaultPriority,
+      maxWaitMs: this.options.maxWaitMs,
+    };
+    return ticket ?? this.defaultTicket;
+  }
+
+  private defaultTicket: FlowTicket | undefined;
+
   /** Where the other replicas' counts come from (set when Redis is configured). */
   setPeers(peers: FlowPeers | undefined): void {
     this.peers = peers;

@@ -139,8 +139,7 @@ export class WorkerPicker {
   private enginePriorityOf(req: DispatchRequest): number {
     const flow = this.flow;
     if (!flow) return 0;
-    const ticket = req.flow ?? { tenant: '', priority: flow.options.defaultPriority, maxWaitMs: 0 };
-    return flow.enginePriority(req.model, ticket);
+    return flow.enginePriority(req.model, flow.ticketOf(req.flow));
   }
 
   /** Whether every worker of the model has failed this request already (a retry goes back to one). */
@@ -284,12 +283,7 @@ export class WorkerPicker {
 
 /** The request's flow ticket, its queue deadline within what is left of its one budget. */
 function ticketOf(req: DispatchRequest, flow: FlowControl, deadlineAt: number): FlowTicket {
-  const options = flow.options;
-  const ticket = req.flow ?? {
-    tenant: '',
-    priority: options.defaultPriority,
-    maxWaitMs: options.maxWaitMs,
-  };
+  const ticket = flow.ticketOf(req.flow);
   const left = Math.max(1, Math.floor(deadlineAt - performance.now()));
   return left < ticket.maxWaitMs ? { ...ticket, maxWaitMs: left } : ticket;
 }

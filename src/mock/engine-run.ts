@@ -147,10 +147,10 @@ export class EngineRun implements TokenSource {
   }
 }
 
-/** A body's `priority`: an integer, or absent; anything else is refused (vLLM's 400). */
+/** A body's `priority`: a number (the engine model refuses one that is not an integer), or absent. */
 function priorityOf(value: unknown): number | undefined {
   if (value === undefined || value === null) return undefined;
-  if (typeof value !== 'number' || !Number.isSafeInteger(value))
+  if (typeof value !== 'number')
     throw new EngineRejected(`priority must be an integer, got ${JSON.stringify(value)}`);
   return value;
 }
