@@ -21,7 +21,13 @@ interface Engine {
 }
 
 /** A candidate whose engine reports `engine` (fresh unless said otherwise). */
-function worker(id: string, engine: Engine = {}, load = 0, adapters?: Map<string, string>): Candidate {
+function worker(
+  id: string,
+  engine: Engine = {},
+  load = 0,
+  adapters?: Map<string, string>,
+  pendingPrefill?: number,
+): Candidate {
   const reading: CandidateReading = {
     state: engine.state ?? 'fresh',
     signals: {
@@ -32,7 +38,13 @@ function worker(id: string, engine: Engine = {}, load = 0, adapters?: Map<string
       scrapedAt: engine.scrapedAt ?? 1,
     },
   };
-  return { id, load, signals: () => reading, ...(adapters ? { adapters } : {}) };
+  return {
+    id,
+    load,
+    signals: () => reading,
+    ...(adapters ? { adapters } : {}),
+    ...(pendingPrefill === undefined ? {} : { pendingPrefill }),
+  };
 }
 
 /** Only one scorer counts. */
@@ -40,7 +52,7 @@ function only(
   name: keyof typeof SCORER_DEFAULTS.weights,
   extra: Partial<typeof SCORER_DEFAULTS.weights> = {},
 ) {
-  return { prefix: 0, queue: 0, kvCache: 0, lora: 0, inflight: 0, [name]: 1, ...extra };
+  return { prefix: 0, queue: 0, kvCache: 0, lora: 0, inflight: 0, prefill: 0, [name]: 1, ...extra };
 }
 
 const SYSTEM = 'You are a helpful assistant who answers in full sentences. '.repeat(20);
@@ -114,7 +126,7 @@ describe('the affinity index', () => {
 });
 
 describe('the scorer filters', () => {
-  const options = { maxWaiting: 5, maxKvCacheUsage: 0.9 };
+  const options = { maxWaiting: 5, maxKvCacheUsage: 0.9, maxPendingPrefill: 0 };
   const view = (over: object) => ({
     candidate: { id: 'w', load: 0 },
     state: 'fresh' as const,
@@ -131,6 +143,18 @@ describe('the scorer filters', () => {
     expect(saturation(view({ waiting: 6 }), options)).toBe('waiting');
     expect(saturation(view({ kvCacheUsage: 0.9 }), options)).toBeUndefined();
     expect(saturation(view({ kvCacheUsage: 0.91 }), options)).toBe('kv_cache');
+  });
+
+  it('call a worker saturated when this gateway’s prompts not yet answering there pass maxPendingPrefill', () => {
+    const bounded = { ...options, maxPendingPrefill: 1000 };
+    const pending = (chars: number) => ({ ...view({}), candidate: worker('a', {}, 0, undefined, chars) });
+    expect(saturation(pending(1000), bounded)).toBeUndefined();
+    expect(saturation(pending(1001), bounded)).toBe('prefill');
+    expect(saturation(pending(1_000_000), options)).toBeUndefined(); // 0: no bound
+    const policy = new ScorerPolicy({ saturation: { maxPendingPrefill: 1000 } });
+    const fleet = [worker('a', {}, 1, undefined, 5000), worker('b', {}, 1, undefined, 2000)];
+    expect(policy.saturated(fleet, {})).toBe(true);
+    expect(policy.saturated([...fleet, worker('c', {}, 9, undefined, 900)], {})).toBe(false);
   });
 
   it('leave saturated workers out, and say the fleet is saturated when all are', () => {
@@ -295,6 +319,25 @@ describe('the scorers', () => {
     const fleet = [worker('a', {}, 3), worker('b', {}, 7), worker('c', {}, 1)];
     expect(policy.select(fleet, {}).id).toBe('c');
     expect(policy.lastExplanation?.decidedBy).toBe('inflight');
+  });
+
+  it('prefill: the least work ahead, a backlog and the prompt’s uncached part in one unit of characters', () => {
+    const index = new AffinityIndex({ blockChars: 64 });
+    const text = `${SYSTEM}question`; // 1188 characters: 18 whole blocks
+    index.record(blockHashes('m', text, 64, 512), 'holder');
+    const policy = new ScorerPolicy({ weights: only('prefill') }, index);
+    // Nothing queued anywhere: the worker holding the prefix has the least to compute.
+    const idle = [worker('holder'), worker('other')];
+    expect(policy.select(idle, { text, model: 'm' }).id).toBe('holder');
+    expect(policy.lastExplanation?.decidedBy).toBe('prefill');
+    expect(policy.lastExplanation?.prefillChars).toBe(text.length - 18 * 64);
+    // Three long prompts not yet answering there outweigh what its cache saves.
+    const backlog = [worker('holder', {}, 3, undefined, 3 * 6000), worker('other', {}, 0, undefined, 0)];
+    expect(policy.select(backlog, { text, model: 'm' }).id).toBe('other');
+    expect(policy.lastExplanation?.prefillChars).toBe(text.length);
+    // A one-worker fleet counts the whole prompt (no prefix is looked up).
+    policy.select([worker('holder')], { text, model: 'm' });
+    expect(policy.lastExplanation).toMatchObject({ decidedBy: 'only_candidate', prefillChars: text.length });
   });
 
   it('weighs them: a long queue outweighs a prefix match when its weight is higher, not otherwise', () => {

@@ -20,6 +20,23 @@ describe('the scorer and flow control settings', () => {
     expect(config.routing.scorer.affinity).toMatchObject({ blockChars: 128, share: true });
   });
 
+  it('bound pending prefill per model: the model’s own, else routing.scorer’s, 0 for no bound', () => {
+    const config = parseConfig({
+      routing: { policy: 'scorer', scorer: { saturation: { maxPendingPrefill: 20_000 } } },
+      models: {
+        m: { routing: { scorer: { saturation: { maxPendingPrefill: 0 }, weights: { prefill: 0 } } } },
+      },
+    });
+    const settings = new ModelSettings(config);
+    expect(settings.scorer('m').saturation.maxPendingPrefill).toBe(0);
+    expect(settings.scorer('m').weights.prefill).toBe(0);
+    expect(settings.scorer('other').saturation.maxPendingPrefill).toBe(20_000);
+    expect(new ModelSettings(parseConfig({})).scorer('other').saturation.maxPendingPrefill).toBe(8192);
+    expect(() => parseConfig({ routing: { scorer: { saturation: { maxPendingPrefill: -1 } } } })).toThrow(
+      /maxPendingPrefill/,
+    );
+  });
+
   it('refuse a negative weight, a saturation past 1, and classes that do not exist', () => {
     expect(() => parseConfig({ routing: { scorer: { weights: { queue: -1 } } } })).toThrow(/weights\.queue/);
     expect(() => parseConfig({ routing: { scorer: { saturation: { maxKvCacheUsage: 1.5 } } } })).toThrow(

@@ -107,5 +107,7 @@ function scorerOf(base: ScorerOptions, own: ModelScorer | undefined): ScorerOpti
   if (own.saturation?.maxWaiting !== undefined) saturation.maxWaiting = own.saturation.maxWaiting;
   if (own.saturation?.maxKvCacheUsage !== undefined)
     saturation.maxKvCacheUsage = own.saturation.maxKvCacheUsage;
+  if (own.saturation?.maxPendingPrefill !== undefined)
+    saturation.maxPendingPrefill = own.saturation.maxPendingPrefill;
   return { weights, saturation, prefixChars: own.prefixChars ?? base.prefixChars };
 }

@@ -27,6 +27,8 @@ const scorerWeightsSchema = z.strictObject({
   lora: weight.optional(),
   /** Fewer of this gateway's own requests in flight to it. */
   inflight: weight.optional(),
+  /** Less prefill work ahead on it: this gateway's prompts not yet answering there, plus this prompt's part its cache lacks. */
+  prefill: weight.optional(),
 });
 
 /** When a worker is saturated: the scorer leaves it out, and with every worker saturated requests wait in the gateway. */
@@ -35,6 +37,8 @@ const saturationSchema = z.strictObject({
   maxWaiting: nonNegativeInt.optional(),
   /** Its engine's KV cache fuller than this share (0..1). */
   maxKvCacheUsage: z.number().min(0).max(1).optional(),
+  /** More characters of this gateway's prompts sent to it and not yet answering than this (0: no bound). */
+  maxPendingPrefill: nonNegativeInt.optional(),
 });
 
 /**

@@ -78,6 +78,7 @@ export class AttemptLoop {
       }
       const early = sink.earlyFailure;
       if (early) throw early;
+      attempt.prefilled();
       attempt.span?.firstToken();
       return { attempt, stream, sink, timeouts };
     });

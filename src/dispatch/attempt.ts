@@ -30,6 +30,10 @@ export class Attempt implements InFlightRequest {
   /** Called once on release (flow control's count of the tenant's requests in flight). */
   onRelease: (() => void) | undefined;
   private released = false;
+  /** The prompt characters it counts in its worker's pending prefill until its first token (or its end). */
+  private prefill = 0;
+  /** Called when it stops counting them (flow control looks at the workers again). */
+  private onPrefilled: (() => void) | undefined;
 
   constructor(
     readonly api: ApiName,
@@ -67,10 +71,31 @@ export class Attempt implements InFlightRequest {
     else if (!this.controller.signal.aborted) this.controller.abort(reason);
   }
 
+  /**
+   * Counts `chars` of prompt (the part its engine's cache likely lacks) in its worker's pending
+   * prefill until `prefilled` or `release`; `then` is called when it stops.
+   */
+  prefilling(chars: number, then?: () => void): void {
+    this.prefill = chars;
+    this.onPrefilled = then;
+    this.worker.pendingPrefill += chars;
+  }
+
+  /** Its first token came (or it ended): its prompt is no longer work ahead on its worker. */
+  prefilled(): void {
+    if (this.prefill === 0) return;
+    this.worker.pendingPrefill -= this.prefill;
+    this.prefill = 0;
+    const then = this.onPrefilled;
+    this.onPrefilled = undefined;
+    then?.();
+  }
+
   /** Frees the slot; `error` is what ended the attempt, when it did not succeed. */
   release(outcome: AttemptOutcome, error?: Error): void {
     if (this.released) return;
     this.released = true;
+    this.prefilled();
     this.span?.end(outcome === 'success' ? undefined : error);
     this.registry.unregister(this.requestId);
     this.worker.rankEnded(this.rank);

@@ -274,9 +274,14 @@ export class FlowControl {
       if (n > 0) byTenant.set(tenant, n);
       else byTenant.delete(tenant);
       if (byTenant.size === 0 && this.inflight.get(model) === byTenant) this.inflight.delete(model);
-      const queue = this.queues.get(model);
-      if (queue && queue.size > 0) this.schedule(model, queue, 'now');
+      this.wake(model);
     };
+  }
+
+  /** Lets the model's queue look at the workers again at once (one of them may no longer be saturated). */
+  wake(model: string): void {
+    const queue = this.queues.get(model);
+    if (queue && queue.size > 0) this.schedule(model, queue, 'now');
   }
 
   /** Ends every wait with `error` (the gateway closes: GatewayShuttingDown). */

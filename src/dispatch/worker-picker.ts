@@ -88,10 +88,13 @@ export class WorkerPicker {
     const { worker, panic } = allFree
       ? { worker: this.pickFrom(req, serving, turn.routed), panic: false }
       : this.pick(req, serving, turn.tried, turn.silent, turn.routed);
+    // Read at once: the next decision replaces the explanation.
+    const prefill = this.router.explanation(req.model)?.prefillChars ?? 0;
     const rank = worker.chooseRank(req.rank);
-    if (worker.limiter.tryAcquire()) return this.admit(req, worker, rank, panic, turn.number, flowed);
+    if (worker.limiter.tryAcquire())
+      return this.admit(req, worker, rank, panic, turn.number, flowed, prefill);
     return this.waitForSlot(req, worker).then(() =>
-      this.admit(req, worker, rank, panic, turn.number, flowed),
+      this.admit(req, worker, rank, panic, turn.number, flowed, prefill),
     );
   }
 
@@ -115,6 +118,7 @@ export class WorkerPicker {
     panic: boolean,
     n: number,
     flowed: boolean,
+    prefill: number,
   ): Attempt {
     const admitted = panic || this.tryAdmit(worker, req.model);
     if (!admitted) {
@@ -126,6 +130,12 @@ export class WorkerPicker {
     // Counted before this request is: its tenant's requests in flight without it.
     if (worker.priorityScheduling) attempt.enginePriority = this.enginePriorityOf(req);
     if (flowed && this.flow) attempt.onRelease = this.flow.started(req.model, req.flow?.tenant ?? '');
+    // Streams only: a non-streaming answer has no first token to end the count at, and its
+    // whole generation would hold the worker saturated.
+    if (prefill > 0 && req.stream) {
+      const flow = flowed ? this.flow : undefined;
+      attempt.prefilling(prefill, flow && (() => flow.wake(req.model)));
+    }
     try {
       this.requests.register(attempt);
     } catch (err) {

@@ -21,8 +21,10 @@ import {
  *
  * Filters (the worker picker has already kept the healthy workers whose circuits admit):
  * - `saturated`: a worker whose reading is stale, whose engine has more than
- *   `saturation.maxWaiting` requests waiting, or whose KV cache is fuller than
- *   `saturation.maxKvCacheUsage`. When every candidate is saturated the request waits in the
+ *   `saturation.maxWaiting` requests waiting, whose KV cache is fuller than
+ *   `saturation.maxKvCacheUsage`, or with more than `saturation.maxPendingPrefill` characters of
+ *   this gateway's prompts not yet answering (`Candidate.pendingPrefill`: engines report no
+ *   prefill backlog, and a batch that is prefilling long prompts delays every request joining it). When every candidate is saturated the request waits in the
  *   gateway (`saturated()`, flow control); if it is sent anyway, all of them are scored.
  * - `lora`: for a LoRA adapter, workers whose every adapter slot is taken by other adapters,
  *   while some worker has it loaded or a slot free.
@@ -34,15 +36,17 @@ import {
  * - `queue`: fewer requests waiting on its engine (min-max over the candidates);
  * - `kvCache`: more of its KV cache free (1 - use);
  * - `lora`: the adapter asked for is loaded there (running or waiting requests use it);
- * - `inflight`: fewer of this gateway's own requests in flight there (min-max).
+ * - `inflight`: fewer of this gateway's own requests in flight there (min-max);
+ * - `prefill`: less prefill work ahead there, in characters: its pending prefill plus the part of
+ *   this prompt its cache likely lacks (so a prefix hit and a backlog weigh in one unit).
  *
  * The best total wins; equal totals are broken at random (the random source is injected). Each
  * decision is explained (`lastExplanation`): the scorer whose weighted difference between the
  * winner and the runner-up was largest, the filters' counts, the best candidates' scores.
  */
 export const SCORER_DEFAULTS: ScorerOptions = {
-  weights: { prefix: 3, queue: 2, kvCache: 1, lora: 5, inflight: 3 },
-  saturation: { maxWaiting: 5, maxKvCacheUsage: 0.9 },
+  weights: { prefix: 3, queue: 2, kvCache: 1, lora: 5, inflight: 3, prefill: 3 },
+  saturation: { maxWaiting: 5, maxKvCacheUsage: 0.9, maxPendingPrefill: 8192 },
   prefixChars: 0,
 };
 
@@ -74,6 +78,8 @@ export function saturation(view: CandidateView, options: SaturationOptions): str
   if (view.state === 'stale') return 'stale';
   if (view.waiting > options.maxWaiting) return 'waiting';
   if (view.kvCacheUsage !== undefined && view.kvCacheUsage > options.maxKvCacheUsage) return 'kv_cache';
+  const pending = view.candidate.pendingPrefill ?? 0;
+  if (options.maxPendingPrefill > 0 && pending > options.maxPendingPrefill) return 'prefill';
   return undefined;
 }
 
@@ -92,6 +98,20 @@ export function fewerIsBetter(values: readonly number[]): number[] {
   return values.map((v) => 1 - v / (max + 1));
 }
 
+/** Per view: the prompt characters queued ahead of prefill there, plus this prompt's part its cache likely lacks. */
+export function prefillWork(
+  views: readonly CandidateView[],
+  prefixDepth: ReadonlyMap<string, number>,
+  blockChars: number,
+  textChars: number,
+): number[] {
+  return views.map(
+    (v) =>
+      (v.candidate.pendingPrefill ?? 0) +
+      Math.max(0, textChars - (prefixDepth.get(v.candidate.id) ?? 0) * blockChars),
+  );
+}
+
 /**
  * Each scorer's 0..1 score of each view, in the views' order. The queue is scored against the
  * saturation bound (a worker past it is filtered out), so one request more or less waiting moves
@@ -106,6 +126,8 @@ export function scoreViews(
   /** Characters per block, and the prefix score's full scale (0: the share of the blocks). */
   blockChars = 1,
   prefixChars = 0,
+  /** The prompt's characters (0: unknown, the prefill scorer counts only the work queued ahead). */
+  textChars = 0,
 ): Record<ScorerName, number[]> {
   const known = views.flatMap((v) => (v.kvCacheUsage === undefined ? [] : [v.kvCacheUsage]));
   const meanKv = known.length > 0 ? known.reduce((a, b) => a + b, 0) / known.length : 0;
@@ -123,6 +145,7 @@ export function scoreViews(
     kvCache: views.map((v) => 1 - (v.kvCacheUsage ?? meanKv)),
     lora: views.map((v) => (v.lora === 'loaded' ? 1 : 0)),
     inflight: fewerIsBetter(views.map((v) => v.candidate.load)),
+    prefill: fewerIsBetter(prefillWork(views, prefixDepth, blockChars, textChars)),
   };
 }
 
@@ -175,7 +198,9 @@ export class ScorerPolicy implements RoutingPolicy {
     // recorded for affinity: a one-worker model needs none; when the filters left one (a retry,
     // the others down), a later turn may not know that worker holds its prefix.
     if (candidates.length === 1) {
-      this.lastExplanation = ONLY_CANDIDATE;
+      // Its pending prefill counts the whole prompt: no prefix was looked up.
+      const chars = ctx.text?.length ?? 0;
+      this.lastExplanation = chars === 0 ? ONLY_CANDIDATE : { ...ONLY_CANDIDATE, prefillChars: chars };
       return candidates[0]!;
     }
     const { views: all, adapter } = this.viewsOf(candidates, ctx.model);
@@ -190,7 +215,7 @@ export class ScorerPolicy implements RoutingPolicy {
       views = able;
     }
     const { hashes, depth } = this.prefix(views, ctx);
-    const chosen = this.choose(views, depth, hashes.length, filtered);
+    const chosen = this.choose(views, depth, hashes.length, filtered, ctx.text?.length ?? 0);
     this.affinity.record(hashes, chosen.id);
     return chosen;
   }
@@ -218,6 +243,7 @@ export class ScorerPolicy implements RoutingPolicy {
     depth: ReadonlyMap<string, number>,
     blocks: number,
     filtered: Record<string, number>,
+    textChars: number,
   ): Candidate {
     const weights = this.options.weights;
     const scores = scoreViews(
@@ -227,6 +253,7 @@ export class ScorerPolicy implements RoutingPolicy {
       this.options.saturation.maxWaiting,
       this.affinity.options.blockChars,
       this.options.prefixChars,
+      textChars,
     );
     const totals = views.map((_, i) => {
       let total = 0;
@@ -249,6 +276,10 @@ export class ScorerPolicy implements RoutingPolicy {
     this.lastExplanation = {
       decidedBy: decidedBy(views.length, tied.length, winner, order[1], scores, weights),
       filtered,
+      prefillChars: Math.max(
+        0,
+        textChars - (depth.get(views[winner]!.candidate.id) ?? 0) * this.affinity.options.blockChars,
+      ),
       scores: order.slice(0, EXPLAINED).map((i) => ({
         id: views[i]!.candidate.id,
         total: round(totals[i]!),

@@ -42,6 +42,11 @@ export interface Candidate {
   readonly id: string;
   /** Requests in flight plus queued on this worker right now. */
   readonly load: number;
+  /**
+   * Characters of the prompts this gateway sent it that have not had their first token yet (the
+   * part its engine's prefix cache likely lacked): prefill work queued ahead of the next request.
+   */
+  readonly pendingPrefill?: number;
   /** Its engine's load now (the scorer reads it; a candidate without it is read from `load`). */
   signals?(now?: number): CandidateReading;
   /** The LoRA adapters it lists on `/v1/models`, to the base model of each. */
@@ -63,6 +68,8 @@ export interface RoutingExplanation {
   readonly decidedBy: string;
   /** Candidates left out, by filter (`saturated`, `lora`). */
   readonly filtered: Readonly<Record<string, number>>;
+  /** The characters of the prompt the winner's engine likely has to compute (its prefix cache lacks them). */
+  readonly prefillChars?: number;
   /** The best candidates' weighted scores (total and by scorer), best first. */
   readonly scores: readonly {
     readonly id: string;
@@ -104,7 +111,7 @@ export interface ConsistentHashOptions {
   readonly virtualNodes: number;
 }
 
-export const SCORER_NAMES = ['prefix', 'queue', 'kvCache', 'lora', 'inflight'] as const;
+export const SCORER_NAMES = ['prefix', 'queue', 'kvCache', 'lora', 'inflight', 'prefill'] as const;
 export type ScorerName = (typeof SCORER_NAMES)[number];
 export type ScorerWeights = Readonly<Record<ScorerName, number>>;
 
@@ -113,6 +120,8 @@ export interface SaturationOptions {
   readonly maxWaiting: number;
   /** A worker whose engine's KV cache is fuller than this (0..1) is saturated. */
   readonly maxKvCacheUsage: number;
+  /** A worker with more characters of this gateway's prompts not yet answering (pendingPrefill) is saturated; 0: no bound. */
+  readonly maxPendingPrefill: number;
 }
 
 export interface ScorerOptions {

@@ -22,6 +22,8 @@ export interface WorkerSnapshot {
   modelCircuits: Record<string, CircuitState>;
   inflight: number;
   queued: number;
+  /** Characters of prompts sent here that have had no first token yet (the scorer's pending prefill). */
+  pendingPrefill: number;
   maxConcurrent: number;
   dpSize: number;
   rankInflight: number[];
@@ -145,6 +147,9 @@ export class Worker {
       connect: { timeout: 5_000 },
     });
   }
+
+  /** Characters of prompts sent here that have had no first token yet (see Candidate.pendingPrefill). */
+  pendingPrefill = 0;
 
   /** Requests in flight plus waiting, the load that routing policies compare. */
   get load(): number {
@@ -273,6 +278,7 @@ export class Worker {
       modelCircuits,
       inflight: this.limiter.inFlight,
       queued: this.limiter.queued,
+      pendingPrefill: this.pendingPrefill,
       maxConcurrent: this.limiter.maxConcurrent,
       dpSize: this.dpSize,
       rankInflight: [...this.rankInflight],
