@@ -9,7 +9,7 @@ import {
   type SCORER_DEFAULTS,
   ScorerPolicy,
 } from '../src/routing/index.js';
-import { adapterOf, fewerIsBetter, loraState, saturation } from '../src/routing/scorer.js';
+import { adapterOf, fewerIsBetter, lessIsBetter, loraState, saturation } from '../src/routing/scorer.js';
 
 interface Engine {
   waiting?: number;
@@ -375,6 +375,17 @@ describe('the scorers', () => {
       ['b', 2.7],
       ['a', 2.7],
     ]);
+  });
+
+  it('scores prefill work against a scale of characters: a few hundred more is nearly nothing', () => {
+    expect(lessIsBetter([0, 2048, 8192], 8192)).toEqual([1, 0.75, 0]);
+    expect(lessIsBetter([0, 16384], 8192)).toEqual([1, 0]); // past the scale: against the most
+    expect(lessIsBetter([0, 0], 0)).toEqual([1, 1]);
+    // At the default weights, one request fewer in flight outweighs 300 characters less to prefill.
+    const policy = new ScorerPolicy();
+    const fleet = [worker('busy', {}, 3, undefined, 0), worker('light', {}, 2, undefined, 300)];
+    expect(policy.select(fleet, { text: 'a short question', model: 'm' }).id).toBe('light');
+    expect(policy.lastExplanation?.decidedBy).toBe('inflight');
   });
 
   it('scores the gateway’s own load against the largest of the candidates’', () => {

@@ -98,6 +98,13 @@ export function fewerIsBetter(values: readonly number[]): number[] {
   return values.map((v) => 1 - v / (max + 1));
 }
 
+/** `1 - x / scale` for each value, the scale raised to the largest value past it. */
+export function lessIsBetter(values: readonly number[], scale: number): number[] {
+  let max = scale;
+  for (const v of values) if (v > max) max = v;
+  return values.map((v) => (max > 0 ? 1 - v / max : 1));
+}
+
 /** Per view: the prompt characters queued ahead of prefill there, plus this prompt's part its cache likely lacks. */
 export function prefillWork(
   views: readonly CandidateView[],
@@ -112,23 +119,38 @@ export function prefillWork(
   );
 }
 
+/** The scales of a decision's scores. */
+export interface ScoreScales {
+  /** The saturation bound of requests waiting (the queue score's scale). */
+  readonly maxWaiting: number;
+  /** Characters per prefix block. */
+  readonly blockChars: number;
+  /** The prefix score's full scale in characters (0: the share of the blocks). */
+  readonly prefixChars: number;
+  /** The prompt's characters (0: unknown, the prefill scorer counts only the work queued ahead). */
+  readonly textChars: number;
+  /** The prefill score's scale in characters (the work that scores 0, or the most of any candidate past it). */
+  readonly prefillChars: number;
+}
+
+/** The prefill score's scale when pending prefill is not bounded: about one engine step of prompt tokens (vLLM's 2048 batched tokens). */
+export const PREFILL_SCALE_CHARS = 8192;
+
 /**
  * Each scorer's 0..1 score of each view, in the views' order. The queue is scored against the
  * saturation bound (a worker past it is filtered out), so one request more or less waiting moves
- * the score by a step of that scale, not by the whole range; the gateway's own load against the
- * largest of the candidates'.
+ * the score by a step of that scale, not by the whole range; prefill work likewise against a
+ * scale of characters (a few hundred characters more to prefill on one worker than on another
+ * is nearly nothing, not the whole range); the gateway's own load against the largest of the
+ * candidates'.
  */
 export function scoreViews(
   views: readonly CandidateView[],
   prefixDepth: ReadonlyMap<string, number>,
   blocks: number,
-  maxWaiting: number,
-  /** Characters per block, and the prefix score's full scale (0: the share of the blocks). */
-  blockChars = 1,
-  prefixChars = 0,
-  /** The prompt's characters (0: unknown, the prefill scorer counts only the work queued ahead). */
-  textChars = 0,
+  scales: ScoreScales,
 ): Record<ScorerName, number[]> {
+  const { maxWaiting, blockChars, prefixChars, textChars, prefillChars } = scales;
   const known = views.flatMap((v) => (v.kvCacheUsage === undefined ? [] : [v.kvCacheUsage]));
   const meanKv = known.length > 0 ? known.reduce((a, b) => a + b, 0) / known.length : 0;
   return {
@@ -145,7 +167,7 @@ export function scoreViews(
     kvCache: views.map((v) => 1 - (v.kvCacheUsage ?? meanKv)),
     lora: views.map((v) => (v.lora === 'loaded' ? 1 : 0)),
     inflight: fewerIsBetter(views.map((v) => v.candidate.load)),
-    prefill: fewerIsBetter(prefillWork(views, prefixDepth, blockChars, textChars)),
+    prefill: lessIsBetter(prefillWork(views, prefixDepth, blockChars, textChars), prefillChars),
   };
 }
 
@@ -246,15 +268,14 @@ export class ScorerPolicy implements RoutingPolicy {
     textChars: number,
   ): Candidate {
     const weights = this.options.weights;
-    const scores = scoreViews(
-      views,
-      depth,
-      blocks,
-      this.options.saturation.maxWaiting,
-      this.affinity.options.blockChars,
-      this.options.prefixChars,
+    const saturation = this.options.saturation;
+    const scores = scoreViews(views, depth, blocks, {
+      maxWaiting: saturation.maxWaiting,
+      blockChars: this.affinity.options.blockChars,
+      prefixChars: this.options.prefixChars,
       textChars,
-    );
+      prefillChars: saturation.maxPendingPrefill > 0 ? saturation.maxPendingPrefill : PREFILL_SCALE_CHARS,
+    });
     const totals = views.map((_, i) => {
       let total = 0;
       for (const name of SCORER_NAMES) total += weights[name] * scores[name][i]!;
