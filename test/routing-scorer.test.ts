@@ -155,6 +155,16 @@ describe('the scorer filters', () => {
     const fleet = [worker('a', {}, 1, undefined, 5000), worker('b', {}, 1, undefined, 2000)];
     expect(policy.saturated(fleet, {})).toBe(true);
     expect(policy.saturated([...fleet, worker('c', {}, 9, undefined, 900)], {})).toBe(false);
+    // It holds requests in the gateway, but leaves no worker out of a pick: the prefill score weighs it.
+    const index = new AffinityIndex({ blockChars: 64 });
+    const text = `${SYSTEM}question`;
+    index.record(blockHashes('m', text, 64, 512), 'a');
+    const picking = new ScorerPolicy(
+      { weights: only('prefix'), saturation: { maxPendingPrefill: 1000 } },
+      index,
+    );
+    expect(picking.select([...fleet, worker('c', {}, 0, undefined, 0)], { text, model: 'm' }).id).toBe('a');
+    expect(picking.lastExplanation?.filtered).toEqual({ saturated: 0, lora: 0 });
   });
 
   it('leave saturated workers out, and say the fleet is saturated when all are', () => {

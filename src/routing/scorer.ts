@@ -73,13 +73,20 @@ export interface CandidateView {
   readonly lora: LoraState;
 }
 
-/** Why a view is saturated, or undefined when it is not. */
-export function saturation(view: CandidateView, options: SaturationOptions): string | undefined {
+/**
+ * Why a view is saturated, or undefined when it is not. With `prefill` false its pending prefill
+ * is not looked at (see `select`).
+ */
+export function saturation(
+  view: CandidateView,
+  options: SaturationOptions,
+  prefill = true,
+): string | undefined {
   if (view.state === 'stale') return 'stale';
   if (view.waiting > options.maxWaiting) return 'waiting';
   if (view.kvCacheUsage !== undefined && view.kvCacheUsage > options.maxKvCacheUsage) return 'kv_cache';
   const pending = view.candidate.pendingPrefill ?? 0;
-  if (options.maxPendingPrefill > 0 && pending > options.maxPendingPrefill) return 'prefill';
+  if (prefill && options.maxPendingPrefill > 0 && pending > options.maxPendingPrefill) return 'prefill';
   return undefined;
 }
 
@@ -227,7 +234,11 @@ export class ScorerPolicy implements RoutingPolicy {
     }
     const { views: all, adapter } = this.viewsOf(candidates, ctx.model);
     const filtered: Record<string, number> = { saturated: 0, lora: 0 };
-    let views = all.filter((v) => saturation(v, this.options.saturation) === undefined);
+    // The pending-prefill bound holds requests in the gateway while every worker is past it
+    // (`saturated`), but leaves no worker out of a pick: whether a backlog outweighs what a
+    // worker's cache saves is the prefill score's to weigh. (Left out, a long conversation's
+    // turn went from the engine holding its context to a cold one, to prefill all of it there.)
+    let views = all.filter((v) => saturation(v, this.options.saturation, false) === undefined);
     filtered.saturated = all.length - views.length;
     // Every one saturated (the request could not wait): the least bad of them all.
     if (views.length === 0) views = all;
