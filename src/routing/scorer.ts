@@ -21,11 +21,13 @@ import {
  *
  * Filters (the worker picker has already kept the healthy workers whose circuits admit):
  * - `saturated`: a worker whose reading is stale, whose engine has more than
- *   `saturation.maxWaiting` requests waiting, whose KV cache is fuller than
- *   `saturation.maxKvCacheUsage`, or with more than `saturation.maxPendingPrefill` characters of
- *   this gateway's prompts not yet answering (`Candidate.pendingPrefill`: engines report no
- *   prefill backlog, and a batch that is prefilling long prompts delays every request joining it). When every candidate is saturated the request waits in the
- *   gateway (`saturated()`, flow control); if it is sent anyway, all of them are scored.
+ *   `saturation.maxWaiting` requests waiting, or whose KV cache is fuller than
+ *   `saturation.maxKvCacheUsage`. When every candidate is saturated the request waits in the
+ *   gateway (`saturated()`, flow control); if it is sent anyway, all of them are scored. It
+ *   waits as well while every candidate has more than `saturation.maxPendingPrefill` characters
+ *   of this gateway's prompts not yet answering (`Candidate.pendingPrefill`: engines report no
+ *   prefill backlog, and a batch prefilling long prompts delays every request joining it); that
+ *   bound leaves no worker out of a pick (the `prefill` score weighs it).
  * - `lora`: for a LoRA adapter, workers whose every adapter slot is taken by other adapters,
  *   while some worker has it loaded or a slot free.
  *
