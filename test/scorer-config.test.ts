@@ -31,7 +31,7 @@ describe('the scorer and flow control settings', () => {
     expect(settings.scorer('m').saturation.maxPendingPrefill).toBe(0);
     expect(settings.scorer('m').weights.prefill).toBe(0);
     expect(settings.scorer('other').saturation.maxPendingPrefill).toBe(20_000);
-    expect(new ModelSettings(parseConfig({})).scorer('other').saturation.maxPendingPrefill).toBe(8192);
+    expect(new ModelSettings(parseConfig({})).scorer('other').saturation.maxPendingPrefill).toBe(0);
     expect(() => parseConfig({ routing: { scorer: { saturation: { maxPendingPrefill: -1 } } } })).toThrow(
       /maxPendingPrefill/,
     );

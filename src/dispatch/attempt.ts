@@ -32,8 +32,6 @@ export class Attempt implements InFlightRequest {
   private released = false;
   /** The prompt characters it counts in its worker's pending prefill until its first token (or its end). */
   private prefill = 0;
-  /** Called when it stops counting them (flow control looks at the workers again). */
-  private onPrefilled: (() => void) | undefined;
 
   constructor(
     readonly api: ApiName,
@@ -73,11 +71,10 @@ export class Attempt implements InFlightRequest {
 
   /**
    * Counts `chars` of prompt (the part its engine's cache likely lacks) in its worker's pending
-   * prefill until `prefilled` or `release`; `then` is called when it stops.
+   * prefill until `prefilled` or `release`.
    */
-  prefilling(chars: number, then?: () => void): void {
+  prefilling(chars: number): void {
     this.prefill = chars;
-    this.onPrefilled = then;
     this.worker.pendingPrefill += chars;
   }
 
@@ -86,9 +83,6 @@ export class Attempt implements InFlightRequest {
     if (this.prefill === 0) return;
     this.worker.pendingPrefill -= this.prefill;
     this.prefill = 0;
-    const then = this.onPrefilled;
-    this.onPrefilled = undefined;
-    then?.();
   }
 
   /** Frees the slot; `error` is what ended the attempt, when it did not succeed. */

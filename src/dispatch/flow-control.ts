@@ -279,7 +279,7 @@ export class FlowControl {
   }
 
   /** Lets the model's queue look at the workers again at once (one of them may no longer be saturated). */
-  wake(model: string): void {
+  private wake(model: string): void {
     const queue = this.queues.get(model);
     if (queue && queue.size > 0) this.schedule(model, queue, 'now');
   }

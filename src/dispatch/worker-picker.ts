@@ -132,10 +132,10 @@ export class WorkerPicker {
     if (flowed && this.flow) attempt.onRelease = this.flow.started(req.model, req.flow?.tenant ?? '');
     // Streams only: a non-streaming answer has no first token to end the count at, and its
     // whole generation would hold the worker saturated.
-    if (prefill > 0 && req.stream) {
-      const flow = flowed ? this.flow : undefined;
-      attempt.prefilling(prefill, flow && (() => flow.wake(req.model)));
-    }
+    // (A first token does not wake flow control: with pending prefill unbounded, the default, it
+    // changes no saturation, and waking the queue at every one cost a burst of streams CPU and
+    // time to first token; a bounded one is looked at again every flow.pollMs.)
+    if (prefill > 0 && req.stream) attempt.prefilling(prefill);
     try {
       this.requests.register(attempt);
     } catch (err) {

@@ -24,10 +24,11 @@ import {
  *   `saturation.maxWaiting` requests waiting, or whose KV cache is fuller than
  *   `saturation.maxKvCacheUsage`. When every candidate is saturated the request waits in the
  *   gateway (`saturated()`, flow control); if it is sent anyway, all of them are scored. It
- *   waits as well while every candidate has more than `saturation.maxPendingPrefill` characters
- *   of this gateway's prompts not yet answering (`Candidate.pendingPrefill`: engines report no
- *   prefill backlog, and a batch prefilling long prompts delays every request joining it); that
- *   bound leaves no worker out of a pick (the `prefill` score weighs it).
+ *   waits as well, with a bound set (0, none, by default), while every candidate has more than
+ *   `saturation.maxPendingPrefill` characters of this gateway's prompts not yet answering
+ *   (`Candidate.pendingPrefill`: engines report no prefill backlog, and a batch prefilling long
+ *   prompts delays every request joining it); the bound leaves no worker out of a pick (the
+ *   `prefill` score weighs it).
  * - `lora`: for a LoRA adapter, workers whose every adapter slot is taken by other adapters,
  *   while some worker has it loaded or a slot free.
  *
@@ -48,7 +49,7 @@ import {
  */
 export const SCORER_DEFAULTS: ScorerOptions = {
   weights: { prefix: 3, queue: 2, kvCache: 1, lora: 5, inflight: 3, prefill: 3 },
-  saturation: { maxWaiting: 5, maxKvCacheUsage: 0.9, maxPendingPrefill: 8192 },
+  saturation: { maxWaiting: 5, maxKvCacheUsage: 0.9, maxPendingPrefill: 0 },
   prefixChars: 0,
 };
 
