@@ -130,11 +130,10 @@ export class WorkerPicker {
     // Counted before this request is: its tenant's requests in flight without it.
     if (worker.priorityScheduling) attempt.enginePriority = this.enginePriorityOf(req);
     if (flowed && this.flow) attempt.onRelease = this.flow.started(req.model, req.flow?.tenant ?? '');
-    // Streams only: a non-streaming answer has no first token to end the count at, and its
-    // whole generation would hold the worker saturated.
-    // (A first token does not wake flow control: with pending prefill unbounded, the default, it
-    // changes no saturation, and waking the queue at every one cost a burst of streams CPU and
-    // time to first token; a bounded one is looked at again every flow.pollMs.)
+    // Streams only: a non-streaming answer has no first token to end the count at (its whole
+    // generation would count as prefill). A first token does not wake flow control: unbounded,
+    // the default, pending prefill saturates nothing, and a wake at every first token cost a
+    // burst of streams CPU and time to first token; a bound is looked at every flow.pollMs.
     if (prefill > 0 && req.stream) attempt.prefilling(prefill);
     try {
       this.requests.register(attempt);

@@ -115,6 +115,11 @@ export function lessIsBetter(values: readonly number[], scale: number): number[]
   return values.map((v) => (max > 0 ? 1 - v / max : 1));
 }
 
+/** The characters of a prompt a worker's cache likely lacks: those past the blocks it holds. */
+function uncachedChars(textChars: number, depth: number | undefined, blockChars: number): number {
+  return Math.max(0, textChars - (depth ?? 0) * blockChars);
+}
+
 /** Per view: the prompt characters queued ahead of prefill there, plus this prompt's part its cache likely lacks. */
 export function prefillWork(
   views: readonly CandidateView[],
@@ -125,7 +130,7 @@ export function prefillWork(
   return views.map(
     (v) =>
       (v.candidate.pendingPrefill ?? 0) +
-      Math.max(0, textChars - (prefixDepth.get(v.candidate.id) ?? 0) * blockChars),
+      uncachedChars(textChars, prefixDepth.get(v.candidate.id), blockChars),
   );
 }
 
@@ -311,9 +316,10 @@ export class ScorerPolicy implements RoutingPolicy {
     this.lastExplanation = {
       decidedBy: decidedBy(views.length, tied.length, winner, order[1], scores, weights),
       filtered,
-      prefillChars: Math.max(
-        0,
-        textChars - (depth.get(views[winner]!.candidate.id) ?? 0) * this.affinity.options.blockChars,
+      prefillChars: uncachedChars(
+        textChars,
+        depth.get(views[winner]!.candidate.id),
+        this.affinity.options.blockChars,
       ),
       scores: order.slice(0, EXPLAINED).map((i) => ({
         id: views[i]!.candidate.id,
