@@ -9,7 +9,14 @@ import {
   type SCORER_DEFAULTS,
   ScorerPolicy,
 } from '../src/routing/index.js';
-import { adapterOf, fewerIsBetter, lessIsBetter, loraState, saturation } from '../src/routing/scorer.js';
+import {
+  adapterOf,
+  fewerIsBetter,
+  holdReason,
+  lessIsBetter,
+  loraState,
+  saturation,
+} from '../src/routing/scorer.js';
 
 interface Engine {
   waiting?: number;
@@ -145,12 +152,14 @@ describe('the scorer filters', () => {
     expect(saturation(view({ kvCacheUsage: 0.91 }), options)).toBe('kv_cache');
   });
 
-  it('call a worker saturated when this gateway’s prompts not yet answering there pass maxPendingPrefill', () => {
+  it('hold requests for a worker when this gateway’s prompts not yet answering there pass maxPendingPrefill', () => {
     const bounded = { ...options, maxPendingPrefill: 1000 };
     const pending = (chars: number) => ({ ...view({}), candidate: worker('a', {}, 0, undefined, chars) });
-    expect(saturation(pending(1000), bounded)).toBeUndefined();
-    expect(saturation(pending(1001), bounded)).toBe('prefill');
-    expect(saturation(pending(1_000_000), options)).toBeUndefined(); // 0: no bound
+    expect(holdReason(pending(1000), bounded)).toBeUndefined();
+    expect(holdReason(pending(1001), bounded)).toBe('prefill');
+    expect(holdReason(view({ waiting: 6 }), bounded)).toBe('waiting');
+    expect(saturation(pending(1001), bounded)).toBeUndefined(); // not a pick's filter
+    expect(holdReason(pending(1_000_000), options)).toBeUndefined(); // 0: no bound
     const policy = new ScorerPolicy({ saturation: { maxPendingPrefill: 1000 } });
     const fleet = [worker('a', {}, 1, undefined, 5000), worker('b', {}, 1, undefined, 2000)];
     expect(policy.saturated(fleet, {})).toBe(true);
@@ -396,6 +405,10 @@ describe('the scorers', () => {
     const fleet = [worker('busy', {}, 3, undefined, 0), worker('light', {}, 2, undefined, 300)];
     expect(policy.select(fleet, { text: 'a short question', model: 'm' }).id).toBe('light');
     expect(policy.lastExplanation?.decidedBy).toBe('inflight');
+    // The scale is not the pending-prefill bound: with a small bound, the same pick.
+    const bounded = new ScorerPolicy({ saturation: { maxPendingPrefill: 100 } });
+    expect(bounded.select(fleet, { text: 'a short question', model: 'm' }).id).toBe('light');
+    expect(bounded.lastExplanation?.decidedBy).toBe('inflight');
   });
 
   it('scores the gateway’s own load against the largest of the candidates’', () => {

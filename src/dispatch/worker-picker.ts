@@ -30,6 +30,12 @@ export interface Turn {
 
 const PANIC_LOG_INTERVAL_MS = 10_000;
 
+/** A pick: the worker, and the characters of the prompt it is expected to prefill (0: not known). */
+interface Picked {
+  readonly worker: Worker;
+  readonly prefill: number;
+}
+
 /**
  * Which worker of a model an attempt goes to, and its slot there: a first attempt waits in the
  * gateway's flow control while the fleet is saturated; then the health, data-parallel rank,
@@ -85,11 +91,9 @@ export class WorkerPicker {
       req.exclude === undefined &&
       req.rank === undefined &&
       allReady(serving, req.model);
-    const { worker, panic } = allFree
-      ? { worker: this.pickFrom(req, serving, turn.routed), panic: false }
+    const { worker, panic, prefill } = allFree
+      ? { ...this.pickFrom(req, serving, turn.routed), panic: false }
       : this.pick(req, serving, turn.tried, turn.silent, turn.routed);
-    // Read at once: the next decision replaces the explanation.
-    const prefill = this.router.explanation(req.model)?.prefillChars ?? 0;
     const rank = worker.chooseRank(req.rank);
     if (worker.limiter.tryAcquire())
       return this.admit(req, worker, rank, panic, turn.number, flowed, prefill);
@@ -163,7 +167,7 @@ export class WorkerPicker {
     tried: ReadonlySet<string> | undefined,
     silent: ReadonlySet<string> | undefined,
     routed: RoutingRecord | undefined,
-  ): { worker: Worker; panic: boolean } {
+  ): Picked & { panic: boolean } {
     // A model whose last worker left after its request was admitted (discovery) is gone.
     if (serving.length === 0) throw new ModelNotFound(req.model);
     const exclude = req.exclude;
@@ -204,15 +208,17 @@ export class WorkerPicker {
     const untried = tried === undefined ? withRoom : withRoom.filter((w) => !tried.has(w.id));
     const candidates = untried.length > 0 ? untried : withRoom;
     const free = candidates.filter((w) => w.limiter.hasFreeSlot);
-    return { worker: this.pickFrom(req, free.length > 0 ? free : candidates, routed), panic };
+    return { ...this.pickFrom(req, free.length > 0 ? free : candidates, routed), panic };
   }
 
+  /** The policy's pick among `candidates`, with the prompt characters it expects that worker to prefill. */
   private pickFrom(
     req: DispatchRequest,
     candidates: readonly Worker[],
     routed: RoutingRecord | undefined,
-  ): Worker {
+  ): Picked {
     const worker = this.router.pick(req.model, candidates, req.route);
+    // Read at once: the next decision replaces the explanation.
     const explanation = this.router.explanation(req.model);
     if (routed) {
       routed.workerId = worker.id;
@@ -220,7 +226,7 @@ export class WorkerPicker {
       routed.explanation = explanation;
     }
     if (explanation) this.noteDecision(req.model, worker, explanation);
-    return worker;
+    return { worker, prefill: explanation?.prefillChars ?? 0 };
   }
 
   /** A policy's explanation of its pick: in the metrics and the dashboard (the trace has it in its record). */

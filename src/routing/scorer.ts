@@ -77,19 +77,25 @@ export interface CandidateView {
 }
 
 /**
- * Why a view is saturated, or undefined when it is not. With `prefill` false its pending prefill
- * is not looked at (see `select`).
+ * Why a view is saturated by what its engine reported (or failed to report), or undefined when
+ * it is not: the filter of a pick.
  */
-export function saturation(
-  view: CandidateView,
-  options: SaturationOptions,
-  prefill = true,
-): string | undefined {
+export function saturation(view: CandidateView, options: SaturationOptions): string | undefined {
   if (view.state === 'stale') return 'stale';
   if (view.waiting > options.maxWaiting) return 'waiting';
   if (view.kvCacheUsage !== undefined && view.kvCacheUsage > options.maxKvCacheUsage) return 'kv_cache';
+  return undefined;
+}
+
+/**
+ * Why a request should not go to a view now: saturated, or past the pending-prefill bound (when
+ * one is set). What flow control judges; a pick filters only on `saturation` (see `select`).
+ */
+export function holdReason(view: CandidateView, options: SaturationOptions): string | undefined {
+  const why = saturation(view, options);
+  if (why !== undefined) return why;
   const pending = view.candidate.pendingPrefill ?? 0;
-  if (prefill && options.maxPendingPrefill > 0 && pending > options.maxPendingPrefill) return 'prefill';
+  if (options.maxPendingPrefill > 0 && pending > options.maxPendingPrefill) return 'prefill';
   return undefined;
 }
 
@@ -148,7 +154,10 @@ export interface ScoreScales {
   readonly prefillChars: number;
 }
 
-/** The prefill score's scale when pending prefill is not bounded: about one engine step of prompt tokens (vLLM's 2048 batched tokens). */
+/**
+ * The prefill score's scale: about one engine step of prompt tokens (vLLM's 2048 batched tokens).
+ * Not the pending-prefill bound: a small bound would make a few hundred characters decide picks.
+ */
 export const PREFILL_SCALE_CHARS = 8192;
 
 /**
@@ -222,7 +231,7 @@ export class ScorerPolicy implements RoutingPolicy {
   saturated(candidates: readonly Candidate[], ctx: RouteContext): boolean {
     let reported = false;
     for (const view of this.viewsOf(candidates, ctx.model).views) {
-      const why = saturation(view, this.options.saturation);
+      const why = holdReason(view, this.options.saturation);
       if (why === undefined) return false;
       if (why !== 'stale') reported = true;
     }
@@ -246,7 +255,7 @@ export class ScorerPolicy implements RoutingPolicy {
     // (`saturated`), but leaves no worker out of a pick: whether a backlog outweighs what a
     // worker's cache saves is the prefill score's to weigh. (Left out, a long conversation's
     // turn went from the engine holding its context to a cold one, to prefill all of it there.)
-    let views = all.filter((v) => saturation(v, this.options.saturation, false) === undefined);
+    let views = all.filter((v) => saturation(v, this.options.saturation) === undefined);
     filtered.saturated = all.length - views.length;
     // Every one saturated (the request could not wait): the least bad of them all.
     if (views.length === 0) views = all;
@@ -287,13 +296,12 @@ export class ScorerPolicy implements RoutingPolicy {
     textChars: number,
   ): Candidate {
     const weights = this.options.weights;
-    const saturation = this.options.saturation;
     const scores = scoreViews(views, depth, blocks, {
-      maxWaiting: saturation.maxWaiting,
+      maxWaiting: this.options.saturation.maxWaiting,
       blockChars: this.affinity.options.blockChars,
       prefixChars: this.options.prefixChars,
       textChars,
-      prefillChars: saturation.maxPendingPrefill > 0 ? saturation.maxPendingPrefill : PREFILL_SCALE_CHARS,
+      prefillChars: PREFILL_SCALE_CHARS,
     });
     const totals = views.map((_, i) => {
       let total = 0;
