@@ -51,7 +51,7 @@ export class Gateway {
   readonly signals: SignalScraper;
   /** Requests waiting while every worker of a scorer-routed model is saturated (off: undefined). */
   readonly flow: FlowControl | undefined;
-  /** What replicas share of routing through Redis (the scorer's affinity, flow control's counts). */
+  /** What replicas share of routing through Redis (the scorer's affinity, worker loads, flow control's counts). */
   readonly sharing: ReplicaSharing;
   private closed = false;
 
@@ -116,7 +116,7 @@ export class Gateway {
       log,
       this.flow,
     );
-    this.sharing = new ReplicaSharing(config, router.affinity, this.flow, log);
+    this.sharing = new ReplicaSharing(config, router.affinity, registry, this.flow, log);
     const store = openStore(config, (operation) =>
       metrics.storeRetries.inc({ backend: 'postgres', operation }),
     );

@@ -171,6 +171,71 @@ describe('gateway replicas sharing routing through Redis', () => {
     await hotOnA;
   });
 
+  it('shows each replica the requests the others have on each worker: its next request goes to the one left free', async () => {
+    const prefix = `sluice-test-${randomBytes(5).toString('hex')}:`;
+    const fleet = await startEngines(6);
+    for (const e of fleet) e.holdChats = true;
+    const urls = fleet.map((e) => e.url);
+    // Engines read once, idle: what the replicas send decides from then on.
+    const shared = config(prefix, urls, {
+      signals: { intervalMs: 60_000 },
+      routing: { scorer: { loadShareMs: 20 } },
+    });
+    const [a, b] = [await fx.gateway(shared), await fx.gateway(shared)];
+    // Five sessions of their own through A, held at their engines (A spreads them: its own counts).
+    const held = [0, 1, 2, 3, 4].map((s) => post(`${a!.url}/v1/chat/completions`, turn(100 + s, 1)));
+    await eventually(() => fleet.reduce((n, e) => n + e.stats.requestIds.length, 0) === 5);
+    const busy = fleet.filter((e) => e.stats.requestIds.length === 1).map((e) => urls.indexOf(e.url));
+    expect(busy).toHaveLength(5);
+    const onB = async () => {
+      const res = await fetch(`${b!.url}/admin/workers`);
+      const list = (await res.json()) as { data: { id: string; elsewhere: { load: number } }[] };
+      return new Map(list.data.map((w) => [w.id, w.elsewhere.load]));
+    };
+    await eventually(async () => [...(await onB()).values()].reduce((n, l) => n + l, 0) === 5);
+    for (const i of busy) expect((await onB()).get(`e${i}`)).toBe(1);
+    // B has sent nothing itself: without A's counts the six would look alike to it.
+    const free = `e${[0, 1, 2, 3, 4, 5].find((i) => !busy.includes(i))}`;
+    const nextOnB = post(`${b!.url}/v1/chat/completions`, turn(200, 1));
+    await eventually(() => fleet.reduce((n, e) => n + e.stats.requestIds.length, 0) === 6);
+    for (const e of fleet) e.holdChats = false;
+    const res = await nextOnB;
+    expect(res.headers.get('x-sluice-worker')).toBe(free);
+    await Promise.all(held);
+    // A's requests ended: B sees none of them any more.
+    await eventually(async () => [...(await onB()).values()].every((l) => l === 0));
+  });
+
+  it('shares pending prefill, forgets a replica gone quiet, and refuses a malformed message', async () => {
+    await redis.connect().catch(() => {});
+    const prefix = `sluice-test-${randomBytes(5).toString('hex')}:`;
+    const [engine] = await startEngines(1);
+    engine!.holdChats = true;
+    const shared = config(prefix, [engine!.url], {
+      signals: { intervalMs: 60_000 },
+      routing: { scorer: { loadShareMs: 20 } },
+    });
+    const [a, b] = [await fx.gateway(shared), await fx.gateway(shared)];
+    const worker = () => b!.context.registry.get('e0')!;
+    const prompt = turn(7, 1);
+    // A stream with no first token yet: its prompt is pending prefill on A, and so seen by B.
+    const stream = post(`${a!.url}/v1/chat/completions`, { ...prompt, stream: true });
+    await eventually(() => worker().elsewhere.load === 1);
+    expect(worker().elsewhere.pendingPrefill).toBe(a!.context.registry.get('e0')!.pendingPrefill);
+    expect(worker().elsewhere.pendingPrefill).toBeGreaterThan(1000);
+    // Garbage on the channel is refused; the counts stand.
+    await redis.publish(`${prefix}loads`, 'not json');
+    await redis.publish(`${prefix}loads`, JSON.stringify({ r: 'forged', w: [['e0', -5, 0]] }));
+    await redis.publish(`${prefix}loads`, JSON.stringify({ r: 'forged', w: [['e0', 1e12, 0]] }));
+    await eventually(() => b!.sharing.load!.stats.refused === 3);
+    expect(worker().elsewhere.load).toBe(1);
+    // A stops speaking (its requests still in flight): B forgets its counts within the expiry.
+    await a!.sharing.load!.stop();
+    await eventually(() => worker().elsewhere.load === 0 && b!.sharing.load!.replicas === 0);
+    engine!.holdChats = false;
+    await stream;
+  });
+
   it('keeps nothing in Redis but bounded, expiring keys', async () => {
     await redis.connect().catch(() => {});
     const prefix = `sluice-test-${randomBytes(5).toString('hex')}:`;

@@ -81,6 +81,11 @@ export const scorerSchema = z
         streamLength: positiveInt.default(20_000),
       })
       .prefault({}),
+    /**
+     * With `redis.url`: how often a replica publishes its requests and pending prefill per worker
+     * to the others (when they changed), which the scorer adds to its own; 0: not shared.
+     */
+    loadShareMs: nonNegativeInt.default(50),
   })
   .prefault({});
 

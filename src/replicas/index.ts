@@ -3,8 +3,10 @@ import type { SluiceConfig } from '../config/schema.js';
 import type { FlowControl } from '../dispatch/flow-control.js';
 import type { Logger } from '../observability/logger.js';
 import type { AffinityIndex } from '../routing/affinity-index.js';
+import type { WorkerRegistry } from '../workers/registry.js';
 import { AffinitySync } from './affinity-sync.js';
 import { FlowShare } from './flow-share.js';
+import { LoadShare } from './load-share.js';
 import { redisLink } from './redis-link.js';
 
 /** Whether some model is routed by the scorer (the default policy, or a model's own). */
@@ -16,15 +18,22 @@ function scorerInUse(config: SluiceConfig): boolean {
 
 /**
  * What gateway replicas share of routing through the Redis of `redis.url` (README "Several
- * replicas"): the scorer's prefix affinity (affinity-sync.ts) and flow control's counts
- * (flow-share.ts). Nothing without `redis.url`, or when no model is routed by the scorer.
+ * replicas"): the scorer's prefix affinity (affinity-sync.ts), each replica's load on each
+ * worker (load-share.ts) and flow control's counts (flow-share.ts). Nothing without `redis.url`, or when no model is routed by the scorer.
  */
 export class ReplicaSharing {
   readonly id = randomUUID();
   readonly affinity: AffinitySync | undefined;
   readonly flow: FlowShare | undefined;
+  readonly load: LoadShare | undefined;
 
-  constructor(config: SluiceConfig, affinity: AffinityIndex, flow: FlowControl | undefined, log: Logger) {
+  constructor(
+    config: SluiceConfig,
+    affinity: AffinityIndex,
+    registry: WorkerRegistry,
+    flow: FlowControl | undefined,
+    log: Logger,
+  ) {
     const url = config.redis.url;
     if (url === undefined || !scorerInUse(config)) return;
     const prefix = config.redis.keyPrefix;
@@ -40,6 +49,17 @@ export class ReplicaSharing {
         log,
       );
     }
+    const loadShareMs = config.routing.scorer.loadShareMs;
+    if (loadShareMs > 0) {
+      this.load = new LoadShare(
+        redisLink(url, log, 'worker loads'),
+        redisLink(url, log, 'worker loads', true),
+        `${prefix}loads`,
+        this.id,
+        registry,
+        loadShareMs,
+      );
+    }
     if (flow) {
       this.flow = new FlowShare(
         redisLink(url, log, 'flow control'),
@@ -53,10 +73,10 @@ export class ReplicaSharing {
   }
 
   async start(): Promise<void> {
-    await Promise.all([this.affinity?.start(), this.flow?.start()]);
+    await Promise.all([this.affinity?.start(), this.load?.start(), this.flow?.start()]);
   }
 
   async stop(): Promise<void> {
-    await Promise.all([this.affinity?.stop(), this.flow?.stop()]);
+    await Promise.all([this.affinity?.stop(), this.load?.stop(), this.flow?.stop()]);
   }
 }

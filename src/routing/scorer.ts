@@ -39,7 +39,8 @@ import {
  * - `queue`: fewer requests waiting on its engine (min-max over the candidates);
  * - `kvCache`: more of its KV cache free (1 - use);
  * - `lora`: the adapter asked for is loaded there (running or waiting requests use it);
- * - `inflight`: fewer of this gateway's own requests in flight there (min-max);
+ * - `inflight`: fewer requests in flight there from this gateway and, shared through Redis, the
+ *   other replicas (Candidate.elsewhere; min-max);
  * - `prefill`: less prefill work ahead there, in characters: its pending prefill plus the part of
  *   this prompt its cache likely lacks (so a prefix hit and a backlog weigh in one unit).
  *
@@ -94,8 +95,8 @@ export function saturation(view: CandidateView, options: SaturationOptions): str
 export function holdReason(view: CandidateView, options: SaturationOptions): string | undefined {
   const why = saturation(view, options);
   if (why !== undefined) return why;
-  const pending = view.candidate.pendingPrefill ?? 0;
-  if (options.maxPendingPrefill > 0 && pending > options.maxPendingPrefill) return 'prefill';
+  if (options.maxPendingPrefill > 0 && pendingPrefillOf(view.candidate) > options.maxPendingPrefill)
+    return 'prefill';
   return undefined;
 }
 
@@ -105,6 +106,17 @@ export function loraState(reading: CandidateReading, adapter: string): LoraState
   if (lora === undefined) return 'unknown';
   if (lora.running.includes(adapter) || lora.waiting.includes(adapter)) return 'loaded';
   return lora.running.length < lora.max ? 'free' : 'full';
+}
+
+/** Requests on a candidate from every gateway replica: this one's and the others' (Candidate.elsewhere). */
+export function loadOf(c: Candidate): number {
+  return c.elsewhere === undefined ? c.load : c.load + c.elsewhere.load;
+}
+
+/** Pending prefill on a candidate from every gateway replica. */
+export function pendingPrefillOf(c: Candidate): number {
+  const own = c.pendingPrefill ?? 0;
+  return c.elsewhere === undefined ? own : own + c.elsewhere.pendingPrefill;
 }
 
 /** `1 - x / (max + 1)` for each value: 1 for none, lower the closer it is to the largest. */
@@ -135,8 +147,7 @@ export function prefillWork(
 ): number[] {
   return views.map(
     (v) =>
-      (v.candidate.pendingPrefill ?? 0) +
-      uncachedChars(textChars, prefixDepth.get(v.candidate.id), blockChars),
+      pendingPrefillOf(v.candidate) + uncachedChars(textChars, prefixDepth.get(v.candidate.id), blockChars),
   );
 }
 
@@ -190,7 +201,7 @@ export function scoreViews(
     queue: views.map((v) => 1 - Math.min(1, v.waiting / (maxWaiting + 1))),
     kvCache: views.map((v) => 1 - (v.kvCacheUsage ?? meanKv)),
     lora: views.map((v) => (v.lora === 'loaded' ? 1 : 0)),
-    inflight: fewerIsBetter(views.map((v) => v.candidate.load)),
+    inflight: fewerIsBetter(views.map((v) => loadOf(v.candidate))),
     prefill: lessIsBetter(prefillWork(views, prefixDepth, blockChars, textChars), prefillChars),
   };
 }
@@ -354,17 +365,17 @@ export class ScorerPolicy implements RoutingPolicy {
     const s = reading.signals;
     let waiting = s?.waiting ?? 0;
     if (reading.state === 'fresh' && s) {
-      // The engine was read up to an interval ago. What this gateway sent there since, net of
-      // what ended, went to its batch while the batch had room (its size learnt from readings
+      // The engine was read up to an interval ago. What the gateway replicas sent there since
+      // (this one's count, the others' as they last shared it), net of what ended, went to its batch while the batch had room (its size learnt from readings
       // with requests waiting: the batch is full then), and to its queue past that.
       let mark = this.atReading.get(c.id);
       if (mark?.scrapedAt !== s.scrapedAt) {
-        mark = { scrapedAt: s.scrapedAt, load: c.load };
+        mark = { scrapedAt: s.scrapedAt, load: loadOf(c) };
         this.atReading.set(c.id, mark);
         if (s.waiting > 0 && s.running > (this.batch.get(c.id) ?? 0)) this.batch.set(c.id, s.running);
       }
       const room = Math.max(0, (this.batch.get(c.id) ?? Number.POSITIVE_INFINITY) - s.running);
-      const sent = c.load - mark.load;
+      const sent = loadOf(c) - mark.load;
       waiting = s.waiting > 0 ? Math.max(0, waiting + sent) : Math.max(0, sent - room);
     }
     return {
@@ -414,7 +425,7 @@ function readingOf(c: Candidate, now: number): CandidateReading {
   return (
     c.signals?.(now) ?? {
       state: 'missing',
-      signals: { waiting: 0, running: c.load, kvCacheUsage: undefined, lora: undefined, scrapedAt: now },
+      signals: { waiting: 0, running: loadOf(c), kvCacheUsage: undefined, lora: undefined, scrapedAt: now },
     }
   );
 }

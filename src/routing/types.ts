@@ -47,6 +47,12 @@ export interface Candidate {
    * part its engine's prefix cache likely lacked): prefill work queued ahead of the next request.
    */
   readonly pendingPrefill?: number;
+  /**
+   * What the other gateway replicas have on it (their `load` and `pendingPrefill`, shared through
+   * Redis, at most a share interval old; src/replicas/load-share.ts): the scorer adds it to this
+   * gateway's own.
+   */
+  readonly elsewhere?: { readonly load: number; readonly pendingPrefill: number };
   /** Its engine's load now (the scorer reads it; a candidate without it is read from `load`). */
   signals?(now?: number): CandidateReading;
   /** The LoRA adapters it lists on `/v1/models`, to the base model of each. */

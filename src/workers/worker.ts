@@ -24,6 +24,8 @@ export interface WorkerSnapshot {
   queued: number;
   /** Characters of prompts sent here that have had no first token yet (the scorer's pending prefill). */
   pendingPrefill: number;
+  /** The other gateway replicas' requests and pending prefill on it (shared through Redis). */
+  elsewhere: PeerLoad;
   maxConcurrent: number;
   dpSize: number;
   rankInflight: number[];
@@ -34,6 +36,14 @@ export interface WorkerSnapshot {
   /** Its LoRA adapters, to their base model ('' when only its signals named it). */
   adapters: Record<string, string>;
 }
+
+/** A worker's load on the other gateway replicas (routing's Candidate.elsewhere). */
+export interface PeerLoad {
+  readonly load: number;
+  readonly pendingPrefill: number;
+}
+
+export const NO_PEER_LOAD: PeerLoad = Object.freeze({ load: 0, pendingPrefill: 0 });
 
 export function workerIdFromUrl(url: string): string {
   const parsed = new URL(url);
@@ -150,6 +160,9 @@ export class Worker {
 
   /** Characters of prompts sent here that have had no first token yet (see Candidate.pendingPrefill). */
   pendingPrefill = 0;
+
+  /** What the other gateway replicas have on it (see Candidate.elsewhere); set by src/replicas/load-share.ts. */
+  elsewhere: PeerLoad = NO_PEER_LOAD;
 
   /** Requests in flight plus waiting, the load that routing policies compare. */
   get load(): number {
@@ -279,6 +292,7 @@ export class Worker {
       inflight: this.limiter.inFlight,
       queued: this.limiter.queued,
       pendingPrefill: this.pendingPrefill,
+      elsewhere: this.elsewhere,
       maxConcurrent: this.limiter.maxConcurrent,
       dpSize: this.dpSize,
       rankInflight: [...this.rankInflight],

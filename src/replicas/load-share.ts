@@ -1,0 +1,150 @@
+import type { Redis } from 'ioredis';
+import { z } from 'zod';
+import type { WorkerRegistry } from '../workers/registry.js';
+import { NO_PEER_LOAD, type PeerLoad } from '../workers/worker.js';
+import { closeLink, connectQuietly } from './redis-link.js';
+
+/**
+ * Replicas see each other's load: every `intervalMs` each replica publishes (Redis PUBLISH, one
+ * channel) its requests in flight or queued and its pending prefill per worker, when they
+ * changed, and at least every `HEARTBEATS` intervals; every replica subscribes and sets each
+ * worker's `elsewhere` to the sum of the others' latest (routing's Candidate.elsewhere).
+ *
+ * Between two readings of an engine (250 ms) a replica otherwise knows only what it sent itself
+ * since: with two replicas behind a balancer, half of what an engine received since its last
+ * reading. Engines' readings cannot be taken faster than they update (signals every 100 ms were
+ * no better than 250 on the routing benchmark), but the replicas' own counts can be shared at
+ * once: absolute counts, not increments, so a lost message is corrected by the next, and a
+ * replica not heard from for `EXPIRY_HEARTBEATS` heartbeats (dead, or Redis unreachable) counts
+ * for nothing. Pub/sub, not a stream: only the latest counts matter, and nothing is kept.
+ *
+ * A message: JSON `{"r": replica id, "w": [[worker id, load, pending prefill], ...]}`, only the
+ * workers with something on them (a worker left out has nothing from that replica).
+ */
+const HEARTBEATS = 20;
+const EXPIRY_HEARTBEATS = 3;
+/** Workers in one message at most: a fleet larger than this is cut (the rest count as idle elsewhere). */
+const MAX_WORKERS = 10_000;
+/** A count past this is not a replica's (a forged or corrupt message): refused. */
+const MAX_COUNT = 1_000_000_000;
+
+const messageSchema = z.object({
+  r: z.string().min(1).max(100),
+  w: z
+    .array(
+      z.tuple([
+        z.string().min(1).max(2048),
+        z.number().int().nonnegative().max(MAX_COUNT),
+        z.number().nonnegative().max(MAX_COUNT),
+      ]),
+    )
+    .max(MAX_WORKERS),
+});
+
+interface Peer {
+  /** When its last message arrived (`performance.now()`). */
+  heardAt: number;
+  loads: Map<string, PeerLoad>;
+}
+
+export class LoadShare {
+  private readonly peers = new Map<string, Peer>();
+  private timer: NodeJS.Timeout | undefined;
+  private last = '';
+  private sinceSent = 0;
+  /** Messages published, publishes lost to an outage, messages applied, messages refused as malformed. */
+  readonly stats = { sent: 0, writeFailures: 0, applied: 0, refused: 0 };
+
+  constructor(
+    private readonly writer: Redis,
+    private readonly subscriber: Redis,
+    private readonly channel: string,
+    private readonly replicaId: string,
+    private readonly registry: WorkerRegistry,
+    private readonly intervalMs: number,
+  ) {}
+
+  async start(): Promise<void> {
+    await Promise.all([connectQuietly(this.writer), connectQuietly(this.subscriber)]);
+    this.subscriber.on('message', (channel: string, message: string) => {
+      if (channel === this.channel) this.receive(message);
+    });
+    // ioredis subscribes again by itself after a reconnect.
+    await this.subscriber.subscribe(this.channel).catch(() => {});
+    this.timer = setInterval(() => this.tick(), this.intervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    this.peers.clear();
+    this.apply();
+    this.subscriber.disconnect();
+    await closeLink(this.writer);
+  }
+
+  /** Publishes this replica's counts when they changed (or a heartbeat is due), and forgets replicas gone quiet. */
+  tick(): void {
+    const gone = performance.now() - this.intervalMs * HEARTBEATS * EXPIRY_HEARTBEATS;
+    let forgot = false;
+    for (const [id, peer] of this.peers)
+      if (peer.heardAt < gone) {
+        this.peers.delete(id);
+        forgot = true;
+      }
+    if (forgot) this.apply();
+    const w: [string, number, number][] = [];
+    for (const worker of this.registry.list()) {
+      const load = worker.load;
+      if (load > 0 || worker.pendingPrefill > 0) w.push([worker.id, load, worker.pendingPrefill]);
+      if (w.length === MAX_WORKERS) break;
+    }
+    const message = JSON.stringify({ r: this.replicaId, w });
+    this.sinceSent++;
+    if (message === this.last && this.sinceSent < HEARTBEATS) return;
+    this.last = message;
+    this.sinceSent = 0;
+    this.writer.publish(this.channel, message).then(
+      () => this.stats.sent++,
+      // Unreachable (redisLink logs it): the others forget this replica's counts past the expiry.
+      () => this.stats.writeFailures++,
+    );
+  }
+
+  private receive(message: string): void {
+    let parsed: z.infer<typeof messageSchema>;
+    try {
+      parsed = messageSchema.parse(JSON.parse(message));
+    } catch {
+      this.stats.refused++;
+      return;
+    }
+    if (parsed.r === this.replicaId) return;
+    const loads = new Map<string, PeerLoad>();
+    for (const [id, load, pendingPrefill] of parsed.w) loads.set(id, { load, pendingPrefill });
+    this.peers.set(parsed.r, { heardAt: performance.now(), loads });
+    this.stats.applied++;
+    this.apply();
+  }
+
+  /** Sets each worker's `elsewhere` to the sum of what the replicas heard from have on it. */
+  private apply(): void {
+    for (const worker of this.registry.list()) {
+      let load = 0;
+      let pendingPrefill = 0;
+      for (const peer of this.peers.values()) {
+        const on = peer.loads.get(worker.id);
+        if (on === undefined) continue;
+        load += on.load;
+        pendingPrefill += on.pendingPrefill;
+      }
+      worker.elsewhere = load === 0 && pendingPrefill === 0 ? NO_PEER_LOAD : { load, pendingPrefill };
+    }
+  }
+
+  /** Replicas heard from within the expiry (for tests and the log). */
+  get replicas(): number {
+    return this.peers.size;
+  }
+}
