@@ -6,6 +6,7 @@ import type { Gateway } from '../src/gateway.js';
 import { REDIS_URL } from './helpers/backends.js';
 import { eventually, perTest, post } from './helpers/gateway.js';
 import { ENGINE_MODEL, type MetricsEngine, startMetricsEngine } from './helpers/metrics-engine.js';
+import { startTcpProxy } from './helpers/tcp-proxy.js';
 
 /**
  * Gateway replicas behind a round-robin balancer (the client alternates), sharing what they learn
@@ -234,6 +235,35 @@ describe('gateway replicas sharing routing through Redis', () => {
     await eventually(() => worker().elsewhere.load === 0 && b!.sharing.load!.replicas === 0);
     engine!.holdChats = false;
     await stream;
+  });
+
+  it('hears the other replicas once a Redis that was down at its start comes', async () => {
+    const prefix = `sluice-test-${randomBytes(5).toString('hex')}:`;
+    const [engine] = await startEngines(1);
+    engine!.holdChats = true;
+    const url = new URL(REDIS_URL);
+    const proxy = await startTcpProxy(Number(url.port || 6379), url.hostname);
+    try {
+      await proxy.cut();
+      const through = config(prefix, [engine!.url], {
+        signals: { intervalMs: 60_000 },
+        routing: { scorer: { loadShareMs: 20 } },
+      });
+      // A starts with its Redis unreachable; B has Redis from the start.
+      const a = await fx.gateway({
+        ...through,
+        redis: { url: `redis://127.0.0.1:${proxy.port}`, keyPrefix: prefix },
+      });
+      const b = await fx.gateway(through);
+      await proxy.restore();
+      const held = post(`${b.url}/v1/chat/completions`, turn(9, 1));
+      await eventually(() => a.context.registry.get('e0')!.elsewhere.load === 1);
+      engine!.holdChats = false;
+      expect((await held).status).toBe(200);
+    } finally {
+      engine!.holdChats = false;
+      await proxy.close();
+    }
   });
 
   it('keeps nothing in Redis but bounded, expiring keys', async () => {

@@ -69,7 +69,9 @@ export class LoadShare {
     this.subscriber.on('message', (channel: string, message: string) => {
       if (channel === this.channel) this.receive(message);
     });
-    // ioredis subscribes again by itself after a reconnect.
+    // ioredis subscribes again by itself after a reconnect, but only to what it once subscribed
+    // to: a Redis down at start is subscribed to when it comes (again on each 'ready': harmless).
+    this.subscriber.on('ready', () => void this.subscriber.subscribe(this.channel).catch(() => {}));
     await this.subscriber.subscribe(this.channel).catch(() => {});
     this.timer = setInterval(() => this.tick(), this.intervalMs);
     this.timer.unref();
