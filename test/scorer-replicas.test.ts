@@ -237,6 +237,26 @@ describe('gateway replicas sharing routing through Redis', () => {
     await stream;
   });
 
+  it('remembers a bounded number of replicas: messages from forged replica ids past it are refused', async () => {
+    await redis.connect().catch(() => {});
+    const prefix = `sluice-test-${randomBytes(5).toString('hex')}:`;
+    const [engine] = await startEngines(1);
+    const b = await fx.gateway(
+      config(prefix, [engine!.url], {
+        signals: { intervalMs: 60_000 },
+        routing: { scorer: { loadShareMs: 20 } },
+      }),
+    );
+    const pipeline = redis.pipeline();
+    for (let i = 0; i < 300; i++)
+      pipeline.publish(`${prefix}loads`, JSON.stringify({ r: `forged-${i}`, w: [['e0', 1, 0]] }));
+    await pipeline.exec();
+    await eventually(() => b.sharing.load!.stats.applied + b.sharing.load!.stats.refused === 300);
+    expect(b.sharing.load!.replicas).toBe(256);
+    expect(b.sharing.load!.stats.refused).toBe(44);
+    expect(b.context.registry.get('e0')!.elsewhere.load).toBe(256);
+  });
+
   it('hears the other replicas once a Redis that was down at its start comes', async () => {
     const prefix = `sluice-test-${randomBytes(5).toString('hex')}:`;
     const [engine] = await startEngines(1);

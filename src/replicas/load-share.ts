@@ -19,12 +19,16 @@ import { closeLink, connectQuietly } from './redis-link.js';
  * for nothing. Pub/sub, not a stream: only the latest counts matter, and nothing is kept.
  *
  * A message: JSON `{"r": replica id, "w": [[worker id, load, pending prefill], ...]}`, only the
- * workers with something on them (a worker left out has nothing from that replica).
+ * workers with something on them (a worker left out has nothing from that replica). Whoever can
+ * publish on the shared Redis is trusted as a replica, but what a forged message can do is
+ * bounded: counts and workers per message are capped, and so are the replicas remembered.
  */
 const HEARTBEATS = 20;
 const EXPIRY_HEARTBEATS = 3;
 /** Workers in one message at most: a fleet larger than this is cut (the rest count as idle elsewhere). */
 const MAX_WORKERS = 10_000;
+/** Replicas heard from at most: a message from one more is refused (forged ids would otherwise grow the map). */
+const MAX_PEERS = 256;
 /** A count past this is not a replica's (a forged or corrupt message): refused. */
 const MAX_COUNT = 1_000_000_000;
 
@@ -81,7 +85,7 @@ export class LoadShare {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
     this.peers.clear();
-    this.apply();
+    this.applyAll();
     this.subscriber.disconnect();
     await closeLink(this.writer);
   }
@@ -89,13 +93,11 @@ export class LoadShare {
   /** Publishes this replica's counts when they changed (or a heartbeat is due), and forgets replicas gone quiet. */
   tick(): void {
     const gone = performance.now() - this.intervalMs * HEARTBEATS * EXPIRY_HEARTBEATS;
-    let forgot = false;
     for (const [id, peer] of this.peers)
       if (peer.heardAt < gone) {
         this.peers.delete(id);
-        forgot = true;
+        this.apply(peer.loads.keys());
       }
-    if (forgot) this.apply();
     const w: [string, number, number][] = [];
     for (const worker of this.registry.list()) {
       const load = worker.load;
@@ -123,26 +125,43 @@ export class LoadShare {
       return;
     }
     if (parsed.r === this.replicaId) return;
+    const before = this.peers.get(parsed.r);
+    if (before === undefined && this.peers.size >= MAX_PEERS) {
+      this.stats.refused++;
+      return;
+    }
     const loads = new Map<string, PeerLoad>();
     for (const [id, load, pendingPrefill] of parsed.w) loads.set(id, { load, pendingPrefill });
     this.peers.set(parsed.r, { heardAt: performance.now(), loads });
     this.stats.applied++;
-    this.apply();
+    // Only the workers this replica's counts were or are on: a message costs its own size, not the fleet's.
+    if (before !== undefined) this.apply(before.loads.keys());
+    this.apply(loads.keys());
   }
 
-  /** Sets each worker's `elsewhere` to the sum of what the replicas heard from have on it. */
-  private apply(): void {
-    for (const worker of this.registry.list()) {
-      let load = 0;
-      let pendingPrefill = 0;
-      for (const peer of this.peers.values()) {
-        const on = peer.loads.get(worker.id);
-        if (on === undefined) continue;
-        load += on.load;
-        pendingPrefill += on.pendingPrefill;
-      }
-      worker.elsewhere = load === 0 && pendingPrefill === 0 ? NO_PEER_LOAD : { load, pendingPrefill };
+  /** Sets the `elsewhere` of the workers named to the sum of what the replicas heard from have on them. */
+  private apply(ids: Iterable<string>): void {
+    for (const id of ids) {
+      const worker = this.registry.get(id);
+      if (worker !== undefined) worker.elsewhere = this.sumFor(id);
     }
+  }
+
+  /** Sets every worker's `elsewhere` afresh. */
+  private applyAll(): void {
+    for (const worker of this.registry.list()) worker.elsewhere = this.sumFor(worker.id);
+  }
+
+  private sumFor(id: string): PeerLoad {
+    let load = 0;
+    let pendingPrefill = 0;
+    for (const peer of this.peers.values()) {
+      const on = peer.loads.get(id);
+      if (on === undefined) continue;
+      load += on.load;
+      pendingPrefill += on.pendingPrefill;
+    }
+    return load === 0 && pendingPrefill === 0 ? NO_PEER_LOAD : { load, pendingPrefill };
   }
 
   /** Replicas heard from within the expiry (for tests and the log). */
