@@ -135,16 +135,20 @@ export class LoadShare {
     this.peers.set(parsed.r, { heardAt: performance.now(), loads });
     this.stats.applied++;
     // Only the workers this replica's counts were or are on: a message costs its own size, not the fleet's.
-    if (before !== undefined) this.apply(before.loads.keys());
+    for (const id of before?.loads.keys() ?? []) {
+      if (!loads.has(id)) this.applyOne(id);
+    }
     this.apply(loads.keys());
   }
 
   /** Sets the `elsewhere` of the workers named to the sum of what the replicas heard from have on them. */
   private apply(ids: Iterable<string>): void {
-    for (const id of ids) {
-      const worker = this.registry.get(id);
-      if (worker !== undefined) worker.elsewhere = this.sumFor(id);
-    }
+    for (const id of ids) this.applyOne(id);
+  }
+
+  private applyOne(id: string): void {
+    const worker = this.registry.get(id);
+    if (worker !== undefined) worker.elsewhere = this.sumFor(id);
   }
 
   /** Sets every worker's `elsewhere` afresh. */
