@@ -15,7 +15,7 @@ import { ClientClosed, DispatcherClosed } from './errors/stream-errors.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { GatewayMetrics } from './observability/metrics.js';
 import { Tracing } from './observability/tracing.js';
-import { countRunEnd } from './pipeline/end-request.js';
+import { countRunEnd } from './pipeline/request-observer.js';
 import { ReplicaSharing } from './replicas/index.js';
 import { ConversationsService } from './responses/conversations.js';
 import { McpTools } from './responses/mcp-loop.js';

@@ -13,6 +13,7 @@ import { AttemptLoop } from './attempt-loop.js';
 import { FallbackChain } from './fallback-chain.js';
 import type { FlowControl } from './flow-control.js';
 import { assertKind, servedKinds } from './model-kinds.js';
+import { ResumableStream } from './resumable-stream.js';
 import type { Router } from './router.js';
 import type { CompletedResponse, DispatchRequest, OpenedStream, ResumePlan } from './types.js';
 import { WorkerPicker } from './worker-picker.js';
@@ -99,6 +100,18 @@ export class Dispatcher {
    */
   openStream(req: DispatchRequest): Promise<OpenedStream> {
     return this.chain.open(req);
+  }
+
+  /**
+   * Opens a stream as openStream does, as the stream its client reads: continued on another
+   * worker, or on a fallback, after a cut mid-stream when `plan` allows (ResumableStream).
+   */
+  async openResumable(
+    req: DispatchRequest,
+    plan: ResumePlan | undefined,
+    options?: { dropUsage?: boolean },
+  ): Promise<ResumableStream> {
+    return new ResumableStream(await this.chain.open(req), plan, options);
   }
 
   /** Sends a non-streaming request and reads its whole JSON answer, falling back as openStream does. */

@@ -87,6 +87,10 @@ export class ResumableStream {
   get worker(): string {
     return this.current.attempt.worker.id;
   }
+  /** The id the current attempt's engine was sent (`X-Request-Id` upstream). */
+  get upstreamRequestId(): string {
+    return this.current.attempt.requestId;
+  }
   /** The current worker as API clients may see it (undefined: hidden). */
   get clientWorker(): string | undefined {
     return this.current.attempt.worker.clientName;

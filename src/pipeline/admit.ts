@@ -1,7 +1,19 @@
 import type { IncomingHttpHeaders } from 'node:http';
 import type { Grant } from '../auth/access-control.js';
+import { keyAllowsModel } from '../auth/index.js';
+import type { SluiceConfig } from '../config/schema.js';
+import type { FlowTicket } from '../dispatch/flow-control.js';
+import { ModelNotAllowed } from '../errors/auth-errors.js';
 import { GatewayShuttingDown } from '../errors/http-errors.js';
+import { InvalidValue } from '../errors/request-errors.js';
 import type { PipelineContext } from './context.js';
+import { headerValue } from './request-headers.js';
+
+/*
+ * Admission: what the caller's key lets a request do, on every front and transport. Whether it
+ * is served at all (admitRequest), which other models may answer for it (checkedFallbacks), and
+ * its place in the gateway's queue when the fleet is full (flowTicket).
+ */
 
 /**
  * The phase every generating request begins with, on every front and transport: refused while
@@ -17,4 +29,82 @@ export function admitRequest(
 ): Promise<Grant | undefined> | undefined {
   if (ctx.lifecycle.draining) throw new GatewayShuttingDown();
   return ctx.access.open ? undefined : ctx.access.admitBody(request, answering, true, credential);
+}
+
+/**
+ * The models a client named to answer when its own cannot (its body's `fallbacks`), checked as
+ * its model is: each one served (else a 404 model_not_found) and allowed to the caller's key
+ * (else a 403 model_not_allowed). Undefined when the client named none: the model's configured
+ * fallbacks apply then.
+ */
+export function checkedFallbacks(
+  ctx: PipelineContext,
+  grant: Grant | undefined,
+  fallbacks: readonly string[] | null | undefined,
+): readonly string[] | undefined {
+  if (fallbacks === undefined || fallbacks === null) return undefined;
+  for (const model of fallbacks) {
+    ctx.dispatcher.assertModel(model);
+    if (grant && !keyAllowsModel(grant.key, model)) throw new ModelNotAllowed(model);
+  }
+  return fallbacks;
+}
+
+type FlowSettings = SluiceConfig['flow'];
+
+/** The class indexes of a `flow` section, read once. */
+const indexes = new WeakMap<FlowSettings, ReadonlyMap<string, number>>();
+
+function classIndex(flow: FlowSettings): ReadonlyMap<string, number> {
+  let map = indexes.get(flow);
+  if (!map) {
+    map = new Map(flow.classes.map((name, i) => [name, i]));
+    indexes.set(flow, map);
+  }
+  return map;
+}
+
+/**
+ * A request's flow-control ticket (dispatch/flow-control.ts): its tenant (its API key; without
+ * keys, the value of `flow.tenantHeader` when set), its priority class (its key's in `flow.keys`,
+ * by id or name, else `flow.defaultClass`; the request's `flow.priorityHeader` may lower it, never
+ * raise it), and its queue deadline (its class's, which `flow.maxWaitHeader` may shorten).
+ * Throws InvalidValue (400) for a header naming no class or no positive number of ms.
+ */
+export function flowTicket(
+  config: Pick<SluiceConfig, 'flow'>,
+  grant: Grant | undefined,
+  headers: IncomingHttpHeaders,
+): FlowTicket {
+  const flow = config.flow;
+  const classes = classIndex(flow);
+  const key = grant?.key;
+  const own =
+    key === undefined ? undefined : (flow.keys[key.id] ?? (key.name ? flow.keys[key.name] : undefined));
+  let priority = classes.get(own?.priority ?? flow.defaultClass)!;
+  const asked = headerValue(headers, flow.priorityHeader)?.trim().toLowerCase();
+  if (asked !== undefined && asked !== '') {
+    const index = classes.get(asked);
+    if (index === undefined)
+      throw new InvalidValue(
+        `${flow.priorityHeader} must be one of ${flow.classes.join(', ')}, got '${asked.slice(0, 64)}'.`,
+        flow.priorityHeader,
+      );
+    // A request may lower its class, not raise it past its key's.
+    priority = Math.max(priority, index);
+  }
+  let maxWaitMs = flow.classMaxWaitMs[flow.classes[priority]!] ?? flow.maxWaitMs;
+  const wait = headerValue(headers, flow.maxWaitHeader);
+  if (wait !== undefined) {
+    const ms = Number(wait.trim());
+    if (wait.trim() === '' || !Number.isSafeInteger(ms) || ms <= 0)
+      throw new InvalidValue(
+        `${flow.maxWaitHeader} must be a positive whole number of milliseconds, got '${wait.slice(0, 64)}'.`,
+        flow.maxWaitHeader,
+      );
+    maxWaitMs = Math.min(maxWaitMs, ms);
+  }
+  const tenant =
+    key?.id ?? (flow.tenantHeader === undefined ? '' : (headerValue(headers, flow.tenantHeader) ?? ''));
+  return { tenant, priority, maxWaitMs };
 }

@@ -4,10 +4,9 @@ import type { Store } from '../storage/types.js';
 import { admitRequest } from './admit.js';
 import { abortWhenClientLeaves } from './client-watch.js';
 import type { PipelineContext } from './context.js';
-import { endFailedRequest } from './end-request.js';
 import type { ApiHandler } from './exchange.js';
-import { headerForwarder } from './forwarded-headers.js';
-import { RequestObserver } from './request-observer.js';
+import { headerForwarder } from './request-headers.js';
+import { endFailedRequest, RequestObserver } from './request-observer.js';
 import { validateBody } from './validate-body.js';
 
 export interface CompactPipelineContext extends PipelineContext {

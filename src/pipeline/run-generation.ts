@@ -1,20 +1,20 @@
 import type { Grant } from '../auth/access-control.js';
 import { Cancellation } from '../dispatch/cancellation.js';
-import type { DispatchRequest, OpenedStream } from '../dispatch/dispatcher.js';
-import type { ResumePlan } from '../dispatch/resumable-stream.js';
-import { ResumableStream } from '../dispatch/resumable-stream.js';
-import { admitRequest } from './admit.js';
+import type { DispatchRequest } from '../dispatch/dispatcher.js';
+import type { ResumableStream, ResumePlan } from '../dispatch/resumable-stream.js';
+import { admitRequest, checkedFallbacks, flowTicket } from './admit.js';
 import { abortWhenClientLeaves } from './client-watch.js';
 import type { PipelineContext } from './context.js';
-import { endFailedRequest, endRelayedStream } from './end-request.js';
 import type { ApiHandler, ApiReply, ApiRequest } from './exchange.js';
-import { checkedFallbacks } from './fallbacks.js';
-import { flowTicket } from './flow-ticket.js';
-import { headerForwarder } from './forwarded-headers.js';
 import type { GenerationFront, Translation } from './front.js';
 import { relayStream, type StreamEncoder } from './relay.js';
-import { headerValue, parseRank, parseResumeHeader } from './request-headers.js';
-import { observeRequest, type RequestObserver } from './request-observer.js';
+import { headerForwarder, headerValue, parseRank, parseResumeHeader } from './request-headers.js';
+import {
+  endFailedRequest,
+  endRelayedStream,
+  observeRequest,
+  type RequestObserver,
+} from './request-observer.js';
 
 /** A request checked, admitted and translated: what the phases after it need. */
 interface Call {
@@ -118,9 +118,11 @@ async function openAndRelay(
   reply: ApiReply,
   observer: RequestObserver,
 ): Promise<void> {
-  let opened: OpenedStream;
+  let stream: ResumableStream;
   try {
-    opened = await ctx.dispatcher.openStream(call.dispatch);
+    stream = await ctx.dispatcher.openResumable(call.dispatch, call.plan, {
+      dropUsage: call.translation.hiddenUsage,
+    });
   } catch (err) {
     endFailedRequest(ctx, call.front.api, observer, reply, err, call.front.statusOf);
     return;
@@ -132,11 +134,9 @@ async function openAndRelay(
     requestId,
     clientGone: signal,
     grant: call.grant,
-    hiddenUsage: call.translation.hiddenUsage,
     encoder: call.translation.encoder(requestId),
-    plan: call.plan,
   };
-  return relayOpened(ctx, relay, opened, reply, observer);
+  return relayOpened(ctx, relay, stream, reply, observer);
 }
 
 /** What relaying an opened stream needs of its request. */
@@ -145,24 +145,21 @@ interface RelayCall {
   requestId: string;
   clientGone: AbortSignal;
   grant: Grant | undefined;
-  hiddenUsage: boolean;
   encoder: StreamEncoder;
-  plan: ResumePlan | undefined;
 }
 
 /** Relays an opened stream to its client, and records how it ended. */
 async function relayOpened(
   ctx: PipelineContext,
   call: RelayCall,
-  opened: OpenedStream,
+  stream: ResumableStream,
   reply: ApiReply,
   observer: RequestObserver,
 ): Promise<void> {
   try {
-    observer.worker = opened.attempt.worker.id;
-    observer.upstreamRequestId = opened.attempt.requestId;
+    observer.worker = stream.worker;
+    observer.upstreamRequestId = stream.upstreamRequestId;
     reply.hijack();
-    const stream = new ResumableStream(opened, call.plan, { dropUsage: call.hiddenUsage });
     const outcome = await relayStream(reply.raw, stream, call.encoder, {
       requestId: call.requestId,
       clientGone: call.clientGone,

@@ -6,14 +6,16 @@ import type { Caller } from '../responses/ownership.js';
 import { type CreateResponseRequest, createResponseSchema } from '../responses/request-schema.js';
 import type { EventWriter, ResponseRun } from '../responses/response-run.js';
 import type { PreparedResponse, ResponsesService, Terminal } from '../responses/service.js';
-import { admitRequest } from './admit.js';
+import { admitRequest, checkedFallbacks, flowTicket } from './admit.js';
 import type { PipelineContext } from './context.js';
-import { countRunEnd, endClientGone, endFailedRequest } from './end-request.js';
-import { checkedFallbacks } from './fallbacks.js';
-import { flowTicket } from './flow-ticket.js';
-import { headerForwarder } from './forwarded-headers.js';
-import { headerValue, parseResumeHeader } from './request-headers.js';
-import { observeRequest, type RequestObserver } from './request-observer.js';
+import { headerForwarder, headerValue, parseResumeHeader } from './request-headers.js';
+import {
+  countRunEnd,
+  endClientGone,
+  endFailedRequest,
+  observeRequest,
+  type RequestObserver,
+} from './request-observer.js';
 import { validateBody } from './validate-body.js';
 
 export interface ResponsePipelineContext extends PipelineContext {

@@ -4,9 +4,8 @@ import type { ApiName } from '../observability/metrics.js';
 import type { Worker } from '../workers/worker.js';
 import { admitRequest } from './admit.js';
 import type { PipelineContext } from './context.js';
-import { endFailedRequest } from './end-request.js';
 import type { ApiHandler } from './exchange.js';
-import { RequestObserver } from './request-observer.js';
+import { endFailedRequest, RequestObserver } from './request-observer.js';
 
 /** What a utility front answers: a JSON object, its headers, and what its log line notes. */
 export interface UtilityAnswer {

@@ -3,16 +3,13 @@ import { Cancellation } from '../dispatch/cancellation.js';
 import type { CompletedResponse, DispatchRequest } from '../dispatch/dispatcher.js';
 import { ClientDisconnected } from '../errors/http-errors.js';
 import type { ApiName } from '../observability/metrics.js';
-import { admitRequest } from './admit.js';
+import { admitRequest, flowTicket } from './admit.js';
 import { abortWhenClientLeaves } from './client-watch.js';
 import type { PipelineContext } from './context.js';
-import { endFailedRequest } from './end-request.js';
 import type { ApiHandler, ApiReply, ApiRequest } from './exchange.js';
-import { flowTicket } from './flow-ticket.js';
-import { headerForwarder } from './forwarded-headers.js';
 import type { WholeAnswer } from './front.js';
-import { headerValue, parseRank } from './request-headers.js';
-import { observeRequest } from './request-observer.js';
+import { headerForwarder, headerValue, parseRank } from './request-headers.js';
+import { endFailedRequest, observeRequest } from './request-observer.js';
 
 /** What a whole-answer front may need to know of the gateway's bounds to translate a request. */
 export interface BatchBounds {
