@@ -34,6 +34,21 @@ class Fleet {
   saturated = () => !this.open || this.busy;
 }
 
+/** Flow control with heavyShare 2 beside other replicas whose requests in flight by tenant the test sets (`remote`). */
+function withRemoteTenants() {
+  const remote = new Map<string, number>();
+  const peers: FlowPeers = {
+    inflight: (_m, tenant) => remote.get(tenant) ?? 0,
+    highestWaiting: () => undefined,
+    inflightByTenant: () => remote,
+  };
+  const control = flow({ heavyShare: 2 }, peers);
+  const started = (tenant: string, n: number) => {
+    for (let i = 0; i < n; i++) control.started('m', tenant);
+  };
+  return { control, started, remote };
+}
+
 const turn = () => new Promise((resolve) => setImmediate(resolve));
 
 describe('flow control', () => {
@@ -220,16 +235,7 @@ describe('flow control', () => {
   });
 
   it('gives engines a priority: the class first, then one step back for a heavy tenant only, counting the other replicas', () => {
-    let remote = new Map<string, number>();
-    const peers: FlowPeers = {
-      inflight: (_m, tenant) => remote.get(tenant) ?? 0,
-      highestWaiting: () => undefined,
-      inflightByTenant: () => remote,
-    };
-    const control = flow({ heavyShare: 2 }, peers);
-    const started = (tenant: string, n: number) => {
-      for (let i = 0; i < n; i++) control.started('m', tenant);
-    };
+    const { control, started, remote } = withRemoteTenants();
     const priority = (tenant: string, klass = 'normal') => control.enginePriority('m', ticket(tenant, klass));
     // Alone, a tenant is never heavy: there is nobody to be fair to.
     started('hot', 9);
@@ -241,7 +247,8 @@ describe('flow control', () => {
       1, 3, 2, 2,
     ]);
     // The other replicas' requests count: 10 more of small's elsewhere, and hot is no longer heavy.
-    remote = new Map([['small', 10]]);
+    remote.clear();
+    remote.set('small', 10);
     expect([priority('hot'), priority('small')]).toEqual([2, 2]);
 
     // Between tenants of about the same weight nobody goes back: 3 against a mean of 2 is not
@@ -256,6 +263,31 @@ describe('flow control', () => {
     expect(['a', 'b', 'c'].map((t) => even.enginePriority('m', ticket(t)))).toEqual([2, 2, 2]);
     for (let i = 0; i < 5; i++) even.started('m', 'd');
     expect(even.enginePriority('m', ticket('d'))).toBe(3);
+  });
+
+  it('names the heavy tenant of a model to the router, and the others light, only while one is heavy', () => {
+    const { control, started, remote } = withRemoteTenants();
+    const weights = () => ['hot', 'small', 'new'].map((t) => control.tenantWeight('m', t));
+    // Nobody in flight, or one tenant alone: nobody is heavy.
+    expect(weights()).toEqual([undefined, undefined, undefined]);
+    started('hot', 9);
+    expect(weights()).toEqual([undefined, undefined, undefined]);
+    // 9 beside 2 is more than twice as many: hot is heavy, every other tenant (one with nothing in flight too) light.
+    started('small', 2);
+    expect(weights()).toEqual(['heavy', 'light', 'light']);
+    expect(control.tenantWeight('other-model', 'hot')).toBeUndefined();
+    // The other replicas' requests count: 10 more of small's elsewhere, and nobody is heavy.
+    remote.clear();
+    remote.set('small', 10);
+    expect(weights()).toEqual([undefined, undefined, undefined]);
+    // A tenant only the other replicas have in flight is counted too.
+    remote.clear();
+    remote.set('far', 40);
+    expect([control.tenantWeight('m', 'far'), control.tenantWeight('m', 'hot')]).toEqual(['heavy', 'light']);
+    // It agrees with the engines' priority: the heavy tenant is the one sent back.
+    remote.clear();
+    expect(control.enginePriority('m', ticket('hot'))).toBe(3);
+    expect(control.enginePriority('m', ticket('small'))).toBe(2);
   });
 
   it('reports what it has in flight and waiting, for the other replicas', async () => {

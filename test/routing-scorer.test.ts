@@ -273,6 +273,75 @@ describe('the scorer filters', () => {
   });
 });
 
+describe('a heavy tenant', () => {
+  const LONG = 5000;
+  const index = () => {
+    const affinity = new AffinityIndex({ blockChars: 64 });
+    affinity.record(blockHashes('m', `${SYSTEM}question`, 64, 512), 'busy');
+    return affinity;
+  };
+  const text = `${SYSTEM}question`;
+
+  it('goes only to a worker with no prompt pending prefill, though another holds its prefix', () => {
+    const fleet = [worker('busy', {}, 1, undefined, 300), worker('clear', {}, 1, undefined, 0)];
+    const policy = new ScorerPolicy({ weights: only('prefix') }, index());
+    expect(policy.select(fleet, { text, model: 'm' }).id).toBe('busy');
+    expect(policy.select(fleet, { text, model: 'm', tenantWeight: 'heavy' }).id).toBe('clear');
+    expect(policy.lastExplanation?.filtered).toEqual({ saturated: 0, lora: 0, heavy_tenant: 1 });
+    const off = new ScorerPolicy({ weights: only('prefix'), heavy: { isolate: false } }, index());
+    expect(off.select(fleet, { text, model: 'm', tenantWeight: 'heavy' }).id).toBe('busy');
+  });
+
+  it('waits in the gateway while every worker has a prompt pending, or long ones are pending on its share of them', () => {
+    const policy = new ScorerPolicy({ heavy: { prefillShare: 0.5, longPrefillChars: 2048 } });
+    const fleet = (...pending: number[]) => pending.map((p, i) => worker(`w${i}`, {}, 1, undefined, p));
+    const heavy = { tenantWeight: 'heavy' as const };
+    // Every worker has a prompt pending (a short one): the heavy tenant waits, the others do not.
+    expect(policy.saturated(fleet(100, 100, 100, 100), heavy)).toBe(true);
+    expect(policy.saturated(fleet(100, 100, 100, 100), { tenantWeight: 'light' })).toBe(false);
+    expect(policy.saturated(fleet(100, 100, 100, 100), {})).toBe(false);
+    // One clear, one long pending of 4: it goes; two long of 4 (half): it waits though two are clear.
+    expect(policy.saturated(fleet(LONG, 100, 0, 0), heavy)).toBe(false);
+    expect(policy.saturated(fleet(LONG, LONG, 0, 0), heavy)).toBe(true);
+    expect(policy.saturated(fleet(LONG, 2048, 0, 0), heavy)).toBe(false); // 2048 is not long
+    // Always at least one worker: of two, one long pending holds it.
+    expect(policy.saturated(fleet(LONG, 0), heavy)).toBe(true);
+    expect(policy.saturated(fleet(100, 0), heavy)).toBe(false);
+    // Off: a heavy tenant is held only by the saturation every request is.
+    const off = new ScorerPolicy({ heavy: { isolate: false } });
+    expect(off.saturated(fleet(LONG, LONG, 100, 100), heavy)).toBe(false);
+  });
+
+  it('leaves the others the workers without a long prompt pending and with room in their batch', () => {
+    // A policy per pick: each pick teaches the affinity index where the prompt went.
+    const policy = () => new ScorerPolicy({ weights: only('prefix') }, index());
+    // `busy` holds the prefix, but a long prompt is pending there: a light request goes elsewhere.
+    const fleet = [worker('busy', {}, 1, undefined, LONG), worker('clear', {}, 1, undefined, 0)];
+    expect(policy().select(fleet, { text, model: 'm', tenantWeight: 'light' }).id).toBe('clear');
+    expect(policy().select(fleet, { text, model: 'm' }).id).toBe('busy'); // nobody heavy: the prefix wins
+    // A short prompt pending (a light one's) does not keep it away.
+    const short = [worker('busy', {}, 1, undefined, 400), worker('clear', {}, 1, undefined, 0)];
+    expect(policy().select(short, { text, model: 'm', tenantWeight: 'light' }).id).toBe('busy');
+    // Nor its batch while fewer are in flight there than its engine has been seen running: 16 seen, 16 in flight is full.
+    const seen = new ScorerPolicy({ weights: only('prefix') }, index());
+    const engine = (running: number, scrapedAt: number, load: number) => [
+      worker('busy', { running, scrapedAt }, load, undefined, 0),
+      worker('clear', { running: 4, scrapedAt }, 2, undefined, 0),
+    ];
+    expect(seen.select(engine(15, 1, 14), { text, model: 'm', tenantWeight: 'light' }).id).toBe('busy');
+    expect(seen.select(engine(16, 2, 16), { text, model: 'm', tenantWeight: 'light' }).id).toBe('clear');
+    expect(seen.lastExplanation?.filtered.heavy_tenant).toBe(1);
+    // The most it ever ran stays its size: 15 in flight there, though it now reports 12 running, has room.
+    seen.select(engine(12, 3, 15), { text, model: 'm', tenantWeight: 'light' });
+    expect(seen.lastExplanation?.filtered.heavy_tenant).toBe(0);
+    // When none fits, all are scored (a request that could not wait is still sent).
+    const none = [worker('busy', {}, 1, undefined, LONG), worker('other', {}, 1, undefined, LONG)];
+    const last = policy();
+    expect(last.select(none, { text, model: 'm', tenantWeight: 'light' }).id).toBe('busy');
+    expect(last.lastExplanation?.filtered).toEqual({ saturated: 0, lora: 0 });
+  });
+});
+
 describe('the scorers', () => {
   it('prefix: a prompt goes where its prefix was sent, decided by prefix', () => {
     const policy = new ScorerPolicy({ weights: only('prefix') }, new AffinityIndex({ blockChars: 64 }));

@@ -14,6 +14,7 @@ describe('the scorer and flow control settings', () => {
       weights: { ...SCORER_DEFAULTS.weights, prefix: 7, queue: 9 },
       saturation: { ...SCORER_DEFAULTS.saturation, maxWaiting: 3 },
       prefixChars: 4000,
+      heavy: SCORER_DEFAULTS.heavy,
     });
     expect(settings.scorer('other').weights).toEqual({ ...SCORER_DEFAULTS.weights, prefix: 7 });
     expect(settings.scorer('other').prefixChars).toBe(0);
@@ -35,6 +36,27 @@ describe('the scorer and flow control settings', () => {
     expect(() => parseConfig({ routing: { scorer: { saturation: { maxPendingPrefill: -1 } } } })).toThrow(
       /maxPendingPrefill/,
     );
+  });
+
+  it('resolve how a heavy tenant is kept from the others’ workers per model, and refuse a share out of (0, 1]', () => {
+    const config = parseConfig({
+      routing: { policy: 'scorer', scorer: { heavy: { prefillShare: 0.75 } } },
+      models: { m: { routing: { scorer: { heavy: { isolate: false } } } } },
+    });
+    const settings = new ModelSettings(config);
+    expect(settings.scorer('m').heavy).toEqual({
+      ...SCORER_DEFAULTS.heavy,
+      prefillShare: 0.75,
+      isolate: false,
+    });
+    expect(settings.scorer('other').heavy).toEqual({ ...SCORER_DEFAULTS.heavy, prefillShare: 0.75 });
+    expect(new ModelSettings(parseConfig({})).scorer('x').heavy).toEqual({
+      isolate: true,
+      prefillShare: 0.5,
+      longPrefillChars: 2048,
+    });
+    for (const prefillShare of [0, 1.5])
+      expect(() => parseConfig({ routing: { scorer: { heavy: { prefillShare } } } })).toThrow(/prefillShare/);
   });
 
   it('refuse a negative weight, a saturation past 1, and classes that do not exist', () => {

@@ -109,5 +109,9 @@ function scorerOf(base: ScorerOptions, own: ModelScorer | undefined): ScorerOpti
     saturation.maxKvCacheUsage = own.saturation.maxKvCacheUsage;
   if (own.saturation?.maxPendingPrefill !== undefined)
     saturation.maxPendingPrefill = own.saturation.maxPendingPrefill;
-  return { weights, saturation, prefixChars: own.prefixChars ?? base.prefixChars };
+  const heavy = { ...base.heavy };
+  if (own.heavy?.isolate !== undefined) heavy.isolate = own.heavy.isolate;
+  if (own.heavy?.prefillShare !== undefined) heavy.prefillShare = own.heavy.prefillShare;
+  if (own.heavy?.longPrefillChars !== undefined) heavy.longPrefillChars = own.heavy.longPrefillChars;
+  return { weights, saturation, prefixChars: own.prefixChars ?? base.prefixChars, heavy };
 }

@@ -47,11 +47,22 @@ const saturationSchema = z.strictObject({
  */
 const prefixCharsSchema = nonNegativeInt;
 
+/** While one tenant is heavy (flow.heavyShare): how the scorer keeps its long prompts from the workers the others need. */
+const heavyTenantSchema = z.strictObject({
+  /** Whether it does so at all. */
+  isolate: z.boolean().optional(),
+  /** The share of the workers a heavy tenant's long prompts may be pending prefill on at once (at least one). */
+  prefillShare: z.number().gt(0).max(1).optional(),
+  /** A worker with more characters pending prefill than this is prefilling a long prompt. */
+  longPrefillChars: nonNegativeInt.optional(),
+});
+
 /** What a model may set of the scorer: its weights and saturation, over `routing.scorer`'s. */
 export const modelScorerSchema = z.strictObject({
   weights: scorerWeightsSchema.optional(),
   saturation: saturationSchema.optional(),
   prefixChars: prefixCharsSchema.optional(),
+  heavy: heavyTenantSchema.optional(),
 });
 
 /** `routing.scorer`: the weights and saturation of every model without its own, and prefix affinity. */
@@ -64,6 +75,7 @@ export const scorerSchema = z
       .prefault({})
       .transform((s) => ({ ...SCORER_DEFAULTS.saturation, ...definedOnly(s) })),
     prefixChars: prefixCharsSchema.default(SCORER_DEFAULTS.prefixChars),
+    heavy: heavyTenantSchema.prefault({}).transform((h) => ({ ...SCORER_DEFAULTS.heavy, ...definedOnly(h) })),
     /** Prefix affinity: which workers were last sent which prompt blocks (shared by replicas through Redis). */
     affinity: z
       .strictObject({

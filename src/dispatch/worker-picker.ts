@@ -60,11 +60,15 @@ export class WorkerPicker {
    * Picks a worker, waits for a slot on it, and registers a new attempt with a fresh request id.
    * With a slot free at once (the usual case) the attempt is returned as it is, not in a promise.
    */
-  acquire(req: DispatchRequest, turn: Turn): Attempt | Promise<Attempt> {
+  acquire(request: DispatchRequest, turn: Turn): Attempt | Promise<Attempt> {
     // A first attempt waits in the gateway while every worker it could go to is saturated.
     const flow = this.flow;
     // Whether the model's requests go through flow control (its policy judges saturation): asked once.
-    const flowed = flow !== undefined && this.router.judgesSaturation(req.model);
+    const flowed = flow !== undefined && this.router.judgesSaturation(request.model);
+    // While one tenant is heavy, the policy is told whose request this is (RouteContext.tenantWeight).
+    const weight = flowed ? flow.tenantWeight(request.model, flow.ticketOf(request.flow).tenant) : undefined;
+    const req =
+      weight === undefined ? request : { ...request, route: { ...request.route, tenantWeight: weight } };
     if (turn.number === 0 && flowed) {
       const ticket = ticketOf(req, flow, turn.deadlineAt);
       const waiting = flow.enter(req.model, ticket, req.signal, () =>

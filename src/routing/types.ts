@@ -66,6 +66,12 @@ export interface RouteContext {
   readonly hashKey?: string | undefined;
   /** The model asked for (the Router sets it): a LoRA adapter's name when it is one. */
   readonly model?: string | undefined;
+  /**
+   * Set while one tenant of the model is heavy (flow control): whether this request is that
+   * tenant's or another's. The scorer then keeps the heavy tenant's long prompts from the workers
+   * the others need (ScorerOptions.heavy).
+   */
+  readonly tenantWeight?: 'heavy' | 'light' | undefined;
 }
 
 /** Why a decision went the way it did (the scorer's; see scorer.ts). */
@@ -139,6 +145,20 @@ export interface ScorerOptions {
    * not with its share of the prompt. 0: the share of the prompt's blocks it holds instead.
    */
   readonly prefixChars: number;
+  readonly heavy: HeavyTenantOptions;
+}
+
+/**
+ * While one tenant is heavy (RouteContext.tenantWeight), how the scorer shares the workers'
+ * prefill between its prompts and the others' (scorer.ts, "A heavy tenant").
+ */
+export interface HeavyTenantOptions {
+  /** Whether the scorer does so at all. */
+  readonly isolate: boolean;
+  /** A heavy tenant's long prompts are pending prefill on at most this share of the workers at once (at least one). */
+  readonly prefillShare: number;
+  /** A worker with more characters pending prefill than this is prefilling a long prompt. */
+  readonly longPrefillChars: number;
 }
 
 export interface PolicyOptions {
@@ -149,6 +169,7 @@ export interface PolicyOptions {
     readonly weights?: Partial<ScorerWeights>;
     readonly saturation?: Partial<SaturationOptions>;
     readonly prefixChars?: number;
+    readonly heavy?: Partial<HeavyTenantOptions>;
   };
   /** Where the scorer reads and records prefix affinity (one per gateway, shared by its models). */
   readonly affinity?: AffinityIndex;
