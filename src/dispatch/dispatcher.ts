@@ -95,16 +95,10 @@ export class Dispatcher {
   }
 
   /**
-   * Opens a stream that has produced its first output chunk: on the request's model, or on its
-   * fallbacks when the model cannot answer (FallbackChain).
-   */
-  openStream(req: DispatchRequest): Promise<OpenedStream> {
-    return this.chain.open(req);
-  }
-
-  /**
-   * Opens a stream as openStream does, as the stream its client reads: continued on another
-   * worker, or on a fallback, after a cut mid-stream when `plan` allows (ResumableStream).
+   * Opens the stream a client reads: once it has produced its first output chunk, on the
+   * request's model or on its fallbacks when the model cannot answer (FallbackChain); continued
+   * on another worker, or on a fallback, after a cut mid-stream when `plan` allows
+   * (ResumableStream).
    */
   async openResumable(
     req: DispatchRequest,
@@ -114,7 +108,7 @@ export class Dispatcher {
     return new ResumableStream(await this.chain.open(req), plan, options);
   }
 
-  /** Sends a non-streaming request and reads its whole JSON answer, falling back as openStream does. */
+  /** Sends a non-streaming request and reads its whole JSON answer, falling back as openResumable does. */
   complete(req: DispatchRequest): Promise<CompletedResponse> {
     return this.chain.complete(req);
   }

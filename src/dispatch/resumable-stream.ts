@@ -87,6 +87,10 @@ export class ResumableStream {
   get worker(): string {
     return this.current.attempt.worker.id;
   }
+  /** The model the current attempt is answering with (a fallback's after a fallback). */
+  get attemptModel(): string {
+    return this.current.attempt.model;
+  }
   /** The id the current attempt's engine was sent (`X-Request-Id` upstream). */
   get upstreamRequestId(): string {
     return this.current.attempt.requestId;

@@ -155,17 +155,17 @@ async function runInForeground(
   request: CreateResponseRequest,
   context: ResolvedContext | undefined,
 ): Promise<void> {
-  const opened = await ctx.responses.open(prepared);
-  observer.worker = opened.attempt.worker.id;
-  observer.upstreamRequestId = opened.attempt.requestId;
-  const shown = opened.attempt.worker.clientName;
+  const stream = await ctx.responses.open(prepared);
+  observer.worker = stream.worker;
+  observer.upstreamRequestId = stream.upstreamRequestId;
+  const shown = stream.clientWorker;
   const run = ctx.responses.newRun(prepared);
   const streams = channel.streams(request);
   if (streams) {
-    run.addWriter(channel.events(shown, opened.attempt.model));
+    run.addWriter(channel.events(shown, stream.attemptModel));
     observer.firstByte();
   }
-  const terminal = await ctx.responses.runForeground(prepared, run, opened, channel.signal);
+  const terminal = await ctx.responses.runForeground(prepared, run, stream, channel.signal);
   channel.ended?.(prepared, terminal, context);
   if (channel.signal.aborted) {
     endClientGone(ctx, 'responses', observer);

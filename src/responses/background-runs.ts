@@ -1,4 +1,4 @@
-import type { OpenedStream } from '../dispatch/dispatcher.js';
+import type { ResumableStream } from '../dispatch/resumable-stream.js';
 import { isSluiceError, type SluiceError } from '../errors/base.js';
 import { ClientDisconnected } from '../errors/http-errors.js';
 import type { Logger } from '../observability/logger.js';
@@ -73,9 +73,9 @@ export class BackgroundRuns {
           if (r?.cancelRequested) controller.abort(new ClientDisconnected());
         });
       }, PROGRESS_INTERVAL_MS);
-      let opened: OpenedStream;
+      let stream: ResumableStream;
       try {
-        opened = await opening;
+        stream = await opening;
       } finally {
         clearInterval(cancelWhileQueued);
       }
@@ -86,7 +86,6 @@ export class BackgroundRuns {
           progress.inFlight = undefined;
         });
       }, PROGRESS_INTERVAL_MS);
-      const stream = this.runner.streamOf(prepared, opened);
       end = await this.runner.follow(prepared, run, stream);
       this.runner.noteResumes(run, stream, prepared);
     } catch (err) {

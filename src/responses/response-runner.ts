@@ -1,6 +1,5 @@
-import type { OpenedStream } from '../dispatch/dispatcher.js';
 import type { Engine } from '../dispatch/engine.js';
-import { ResumableStream } from '../dispatch/resumable-stream.js';
+import type { ResumableStream } from '../dispatch/resumable-stream.js';
 import type { DurableFinisher } from './durable-finish.js';
 import { ResponseRun, type RunEnd } from './response-run.js';
 import type { Terminal } from './terminal.js';
@@ -14,28 +13,30 @@ import type { PreparedResponse } from './translate.js';
  */
 export class ResponseRunner {
   constructor(
-    private readonly engine: Pick<Engine, 'openStream'>,
+    private readonly engine: Pick<Engine, 'openResumable'>,
     readonly finisher: DurableFinisher,
     /** What one run may hold of its events and response (`limits.maxBodyBytes`). */
     private readonly maxRunBytes: number,
   ) {}
 
-  /** Opens the engine stream for a foreground response (pre-first-byte errors are thrown as HTTP errors). */
-  open(prepared: PreparedResponse): Promise<OpenedStream> {
-    return this.engine.openStream(prepared.dispatch);
+  /**
+   * Opens a response's engine stream, resumable on another worker when resume is on (errors
+   * before its first byte are thrown as HTTP errors).
+   */
+  open(prepared: PreparedResponse): Promise<ResumableStream> {
+    return this.engine.openResumable(prepared.dispatch, prepared.resume(prepared.dispatch));
   }
 
   /** Runs a foreground response to its end; `run` has its writers attached already. */
   async runForeground(
     prepared: PreparedResponse,
     run: ResponseRun,
-    opened: OpenedStream,
+    stream: ResumableStream,
     signal: AbortSignal,
   ): Promise<Terminal> {
     const onGone = () => run.abandon();
     signal.addEventListener('abort', onGone, { once: true });
     run.builder.begin();
-    const stream = this.streamOf(prepared, opened);
     const following = this.follow(prepared, run, stream);
     // The client may have gone while the stream was opening: the listener above would never fire.
     if (signal.aborted) run.abandon();
@@ -53,11 +54,6 @@ export class ResponseRunner {
     });
   }
 
-  /** The engine stream of a run, resumable on another worker when resume is on. */
-  streamOf(prepared: PreparedResponse, opened: OpenedStream): ResumableStream {
-    return new ResumableStream(opened, prepared.resume(prepared.dispatch));
-  }
-
   /** Follows a run's engine stream to its end: through the MCP tool loop when the request has MCP tools. */
   follow(prepared: PreparedResponse, run: ResponseRun, stream: ResumableStream): Promise<RunEnd> {
     if (!prepared.mcp) return run.follow(stream);
@@ -66,9 +62,8 @@ export class ResponseRunner {
       stream,
       {
         dispatch: () => prepared.dispatch,
-        open: (dispatch) => this.engine.openStream(dispatch),
-        streamOf: (dispatch, body, opened) => {
-          const stream = new ResumableStream(opened, prepared.resume(dispatch, body));
+        open: async (dispatch, body) => {
+          const stream = await this.engine.openResumable(dispatch, prepared.resume(dispatch, body));
           prepared.mcp?.turns.push(stream);
           return stream;
         },

@@ -1,5 +1,5 @@
-import type { OpenedStream } from '../dispatch/dispatcher.js';
 import type { Engine } from '../dispatch/engine.js';
+import type { ResumableStream } from '../dispatch/resumable-stream.js';
 import type { Logger } from '../observability/logger.js';
 import type { Store, StoredResponse } from '../storage/types.js';
 import { BackgroundRuns } from './background-runs.js';
@@ -67,7 +67,7 @@ export class ResponsesService {
   }
 
   /** Opens the engine stream of a foreground response (errors before its first byte are thrown). */
-  open(prepared: PreparedResponse): Promise<OpenedStream> {
+  open(prepared: PreparedResponse): Promise<ResumableStream> {
     return this.runner.open(prepared);
   }
 
@@ -79,10 +79,10 @@ export class ResponsesService {
   runForeground(
     prepared: PreparedResponse,
     run: ResponseRun,
-    opened: OpenedStream,
+    stream: ResumableStream,
     signal: AbortSignal,
   ): Promise<Terminal> {
-    return this.runner.runForeground(prepared, run, opened, signal);
+    return this.runner.runForeground(prepared, run, stream, signal);
   }
 
   /** Starts a background response (stored as queued first); its run, and the queued JSON. */

@@ -1,4 +1,4 @@
-import type { DispatchRequest, OpenedStream } from '../../dispatch/dispatcher.js';
+import type { DispatchRequest } from '../../dispatch/dispatcher.js';
 import type { ResumableStream } from '../../dispatch/resumable-stream.js';
 import { isSluiceError } from '../../errors/base.js';
 import { ClientDisconnected } from '../../errors/http-errors.js';
@@ -22,9 +22,8 @@ export const MCP_MAX_TURNS = 'mcp_max_turns';
 export interface LoopHost {
   /** The response's dispatch request (read at each turn: a background run replaces its signal). */
   dispatch(): DispatchRequest;
-  open(dispatch: DispatchRequest): Promise<OpenedStream>;
-  /** Wraps an opened turn in a (resumable) stream; `body` is the turn's chat body. */
-  streamOf(dispatch: DispatchRequest, body: Record<string, unknown>, opened: OpenedStream): ResumableStream;
+  /** Opens a turn's engine stream (resumable when resume is on); `body` is the turn's chat body. */
+  open(dispatch: DispatchRequest, body: Record<string, unknown>): Promise<ResumableStream>;
 }
 
 /** What the loop needs of a response's MCP part (see McpSession). */
@@ -122,14 +121,12 @@ export async function runToolLoop(
         requestId: `${base.requestId}-mcp${bounds.turn}`,
         signal: AbortSignal.any([base.signal, halt]),
       };
-      let opened: OpenedStream;
       try {
-        opened = await host.open(dispatch);
+        stream = await host.open(dispatch, body);
       } catch (err) {
         if (halt.aborted) return haltEnd(run);
         return failedEnd(err);
       }
-      stream = host.streamOf(dispatch, body, opened);
       if (halt.aborted) {
         stream.abandon(new ClientDisconnected());
         return haltEnd(run);
