@@ -237,6 +237,26 @@ describe('gateway replicas sharing routing through Redis', () => {
     await stream;
   });
 
+  it('tells the other replicas at once when a prompt starts on a worker with none pending, not at the next interval', async () => {
+    const prefix = `sluice-test-${randomBytes(5).toString('hex')}:`;
+    const [engine] = await startEngines(1);
+    engine!.holdChats = true;
+    // An interval that never comes during the test: only a prompt's start can publish.
+    const shared = config(prefix, [engine!.url], {
+      signals: { intervalMs: 60_000 },
+      routing: { scorer: { loadShareMs: 60_000 } },
+    });
+    const [a, b] = [await fx.gateway(shared), await fx.gateway(shared)];
+    const onB = () => b!.context.registry.get('e0')!.elsewhere;
+    const sent = a!.sharing.load!.stats.sent;
+    const stream = post(`${a!.url}/v1/chat/completions`, { ...turn(9, 1), stream: true });
+    await eventually(() => onB().pendingPrefill > 0);
+    expect(onB()).toEqual({ load: 1, pendingPrefill: a!.context.registry.get('e0')!.pendingPrefill });
+    expect(a!.sharing.load!.stats.sent).toBe(sent + 1);
+    engine!.holdChats = false;
+    await stream;
+  });
+
   it('remembers a bounded number of replicas: messages from forged replica ids past it are refused', async () => {
     await redis.connect().catch(() => {});
     const prefix = `sluice-test-${randomBytes(5).toString('hex')}:`;

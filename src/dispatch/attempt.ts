@@ -75,13 +75,13 @@ export class Attempt implements InFlightRequest {
    */
   prefilling(chars: number): void {
     this.prefill = chars;
-    this.worker.pendingPrefill += chars;
+    this.worker.addPendingPrefill(chars);
   }
 
   /** Its first token came (or it ended): its prompt is no longer work ahead on its worker. */
   prefilled(): void {
     if (this.prefill === 0) return;
-    this.worker.pendingPrefill -= this.prefill;
+    this.worker.addPendingPrefill(-this.prefill);
     this.prefill = 0;
   }
 

@@ -18,6 +18,12 @@ import { closeLink, connectQuietly } from './redis-link.js';
  * replica not heard from for `EXPIRY_HEARTBEATS` heartbeats (dead, or Redis unreachable) counts
  * for nothing. Pub/sub, not a stream: only the latest counts matter, and nothing is kept.
  *
+ * A prompt that becomes pending prefill on a worker that had none is told at once (the next turn
+ * of the event loop) rather than at the next interval: while a tenant is heavy, the scorer sends
+ * its prompts only to workers with nothing pending, and the others' to workers without a long
+ * prompt pending, so two replicas each thinking a worker clear would send both there (on the
+ * routing benchmark's (d), the small tenants' slowest requests were those).
+ *
  * A message: JSON `{"r": replica id, "w": [[worker id, load, pending prefill], ...]}`, only the
  * workers with something on them (a worker left out has nothing from that replica). Whoever can
  * publish on the shared Redis is trusted as a replica, but what a forged message can do is
@@ -54,6 +60,9 @@ interface Peer {
 export class LoadShare {
   private readonly peers = new Map<string, Peer>();
   private timer: NodeJS.Timeout | undefined;
+  /** A publish at the next turn of the event loop (a prompt started on a worker with none pending). */
+  private soon: NodeJS.Immediate | undefined;
+  private unlisten: (() => void) | undefined;
   private last = '';
   private sinceSent = 0;
   /** Messages published, publishes lost to an outage, messages applied, messages refused as malformed. */
@@ -79,11 +88,20 @@ export class LoadShare {
     await this.subscriber.subscribe(this.channel).catch(() => {});
     this.timer = setInterval(() => this.tick(), this.intervalMs);
     this.timer.unref();
+    this.unlisten = this.registry.onPrefillStart(() => {
+      this.soon ??= setImmediate(() => {
+        this.soon = undefined;
+        this.tick();
+      });
+    });
   }
 
   async stop(): Promise<void> {
     if (this.timer) clearInterval(this.timer);
     this.timer = undefined;
+    this.unlisten?.();
+    if (this.soon) clearImmediate(this.soon);
+    this.soon = undefined;
     this.peers.clear();
     this.applyAll();
     this.subscriber.disconnect();

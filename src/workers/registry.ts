@@ -20,6 +20,7 @@ export class WorkerRegistry {
   private byModel = new Map<string, Worker[]>();
   /** The opaque public id of each registered worker URL without a configured id. */
   private readonly publicIds = new Map<string, string>();
+  private readonly prefillListeners = new Set<() => void>();
   private publicIdCount = 0;
 
   constructor(
@@ -44,6 +45,9 @@ export class WorkerRegistry {
       this.config.server.exposeWorker,
       this.config.signals,
     );
+    worker.onPrefillStart = () => {
+      for (const listener of this.prefillListeners) listener();
+    };
     this.workers.set(id, worker);
     this.reindex();
     this.events.onAdded?.(worker);
@@ -82,6 +86,15 @@ export class WorkerRegistry {
     let ejected = 0;
     for (const w of workers) if (w !== worker && w.ejectedFor(model)) ejected++;
     return ejected + 1 <= cap;
+  }
+
+  /**
+   * Calls `listener` whenever a prompt becomes pending prefill on a worker that had none
+   * (Worker.addPendingPrefill); the returned function stops it.
+   */
+  onPrefillStart(listener: () => void): () => void {
+    this.prefillListeners.add(listener);
+    return () => this.prefillListeners.delete(listener);
   }
 
   get(id: string): Worker | undefined {

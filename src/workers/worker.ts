@@ -161,6 +161,21 @@ export class Worker {
   /** Characters of prompts sent here that have had no first token yet (see Candidate.pendingPrefill). */
   pendingPrefill = 0;
 
+  /** Called when a prompt becomes pending prefill here while none was (set by the WorkerRegistry). */
+  onPrefillStart: (() => void) | undefined;
+
+  /**
+   * Counts `chars` more of a prompt as pending prefill here (a negative count: its first token
+   * came). A worker that had none tells `onPrefillStart`: the other replicas are told at once
+   * (load sharing), since a heavy tenant's prompt and a small one's must not both go to a worker
+   * each replica thinks clear.
+   */
+  addPendingPrefill(chars: number): void {
+    const was = this.pendingPrefill;
+    this.pendingPrefill += chars;
+    if (was === 0 && chars > 0) this.onPrefillStart?.();
+  }
+
   /** What the other gateway replicas have on it (see Candidate.elsewhere); set by src/replicas/load-share.ts. */
   elsewhere: PeerLoad = NO_PEER_LOAD;
 
