@@ -261,6 +261,62 @@ describe('flow control in the gateway', () => {
     ]);
   });
 
+  it('holds a heavy tenant’s prompt in the gateway while every worker has a prompt pending, and lets the others’ go', async () => {
+    // Streams (pending prefill counts streams) held at their engines: no first token yet.
+    const long = 'Summarize this document, paragraph by paragraph. '.repeat(80);
+    const heavyRun = async (isolate: boolean) => {
+      const [a, b] = await Promise.all([engine(vllm(0, 0.1)), engine(vllm(0, 0.1))]);
+      const gw = await fx.gateway({
+        workers: [
+          { url: a!.url, id: 'a' },
+          { url: b!.url, id: 'b' },
+        ],
+        routing: { policy: 'scorer', scorer: { heavy: { isolate } } },
+        flow: { tenantHeader: 'x-tenant-id', heavyShare: 1 },
+        signals: { intervalMs: 50 },
+      });
+      await readingsSay(gw, (_id, waiting) => waiting === 0);
+      a!.holdChats = true;
+      b!.holdChats = true;
+      const sent = () => a!.stats.requestIds.length + b!.stats.requestIds.length;
+      const stream = (tenant: string, id: string, content: string) =>
+        post(
+          `${gw.url}/v1/chat/completions`,
+          { ...ask(ENGINE_MODEL, content), stream: true },
+          { 'x-tenant-id': tenant, 'x-request-id': id },
+        );
+      const all = [stream('small', 'small-1', 'a short question')];
+      await eventually(() => sent() === 1);
+      // Two of the hot tenant's, not yet heavy (1 in flight is not more than small's 1).
+      all.push(stream('hot', 'hot-1', long));
+      await eventually(() => sent() === 2);
+      all.push(stream('hot', 'hot-2', long));
+      await eventually(() => sent() === 3);
+      // Its third: 2 in flight against small's 1, heavy; both workers have a prompt pending.
+      all.push(stream('hot', 'hot-3', long));
+      if (isolate) await eventually(() => gw.flow!.waiting(ENGINE_MODEL) === 1);
+      else await eventually(() => sent() === 4);
+      // Another tenant's request is not held behind it.
+      all.push(stream('other', 'other-1', 'another short question'));
+      await eventually(() => sent() === (isolate ? 4 : 5));
+      expect(gw.flow!.waiting(ENGINE_MODEL)).toBe(isolate ? 1 : 0);
+      const ids = [...a!.stats.requestIds, ...b!.stats.requestIds];
+      expect(ids.includes('hot-3')).toBe(!isolate);
+      // The held streams end (this engine answers them whole, and they fail): nothing is pending
+      // any more, and the heavy prompt goes.
+      a!.holdChats = false;
+      b!.holdChats = false;
+      await eventually(
+        () =>
+          gw.flow!.waiting(ENGINE_MODEL) === 0 &&
+          [...a!.stats.requestIds, ...b!.stats.requestIds].includes('hot-3'),
+      );
+      await Promise.all(all);
+    };
+    await heavyRun(true);
+    await heavyRun(false);
+  });
+
   it('answers 503 fleet_saturated with Retry-After when a request’s queue deadline passes, and the engine never sees it', async () => {
     const e = await engine(vllm(1, 0.1, undefined, 1));
     const gw = await fx.gateway(saturatedFleet(e.url));
