@@ -3,8 +3,9 @@ import type { GatewayMetrics } from '../observability/metrics.js';
 
 /**
  * Flow control: when every worker of a model is saturated (its policy says so: the scorer's
- * saturation filter), requests wait here, in the gateway, rather than in the engines' queues,
- * and leave in this order:
+ * saturation filter; for a heavy tenant's request, also the scorer's keeping it from the workers
+ * the others need, see `tenantWeight`), requests wait here, in the gateway, rather than in the
+ * engines' queues, and leave in this order:
  *
  * 1. By priority class, highest first (`flow.classes`). Where replicas share their queues
  *    (`FlowPeers`), a replica does not let a class go while another replica has a higher one
