@@ -4,7 +4,8 @@ import type { ResumableStream, ResumePlan } from './resumable-stream.js';
 /**
  * The engines as a front's machinery sees them, handed to it by the pipeline: the models and
  * their bounds, opening the stream a client reads (retried before its first byte, resumed after
- * a cut when its plan allows), a whole answer, and how a stream may resume. The dispatcher is the one implementation; nothing above the pipeline names it.
+ * a cut when its plan allows), a whole answer, and how a stream may resume. The dispatcher is the
+ * one implementation; nothing above the pipeline names it.
  */
 export interface Engine {
   /** Throws ModelNotFound for a model no worker serves, WrongModelKind for one that is not a chat model. */

@@ -197,59 +197,38 @@ export class FlowControl {
    * priority: twice its class, plus one when its tenant is heavy.
    */
   enginePriority(model: string, ticket: FlowTicket): number {
-    return ticket.priority * 2 + (this.isHeavy(model, ticket.tenant) ? 1 : 0);
+    return ticket.priority * 2 + (this.tenantWeight(model, ticket.tenant) === 'heavy' ? 1 : 0);
   }
 
   /**
-   * Whether one tenant of `model` is heavy now, and if so whether `tenant` is it: 'heavy' or
-   * 'light'; undefined while none is. The scorer keeps a heavy tenant's long prompts from the
+   * 'heavy' when `tenant` has more than `heavyShare` times the mean of the other tenants'
+   * requests for `model` in flight (those that have any; every replica's; never when no other
+   * tenant has any); 'light' when it is not but another tenant is; undefined while none is. The
+   * engines' priority sends a heavy tenant back; the scorer keeps its long prompts from the
    * workers the others need (RouteContext.tenantWeight). One pass over the tenants in flight.
    */
   tenantWeight(model: string, tenant: string): 'heavy' | 'light' | undefined {
-    let total = 0;
-    let tenants = 0;
-    let top = '';
-    let most = 0;
-    this.eachTenantLoad(model, (name, n) => {
-      total += n;
-      tenants++;
-      if (n > most) {
-        most = n;
-        top = name;
-      }
-    });
-    // Only the tenant with the most in flight can be heavy (the test grows with its own count).
-    if (tenants < 2 || most <= (this.options.heavyShare * (total - most)) / (tenants - 1)) return undefined;
-    return top === tenant ? 'heavy' : 'light';
-  }
-
-  /**
-   * Whether `tenant` has more than `heavyShare` times the mean of the other tenants' requests for
-   * `model` in flight (those that have any; every replica's). Never when no other tenant has any.
-   */
-  private isHeavy(model: string, tenant: string): boolean {
-    let own = 0;
-    let others = 0;
-    let tenants = 0;
-    this.eachTenantLoad(model, (name, n) => {
-      if (name === tenant) own += n;
-      else {
-        others += n;
-        tenants++;
-      }
-    });
-    return tenants > 0 && own > (this.options.heavyShare * others) / tenants;
-  }
-
-  /** Calls `visit` with each tenant of `model` that has requests in flight, and how many, every replica's. */
-  private eachTenantLoad(model: string, visit: (tenant: string, n: number) => void): void {
     const here = this.inflight.get(model);
     const elsewhere = this.peers?.inflightByTenant(model);
+    let total = 0;
+    let tenants = 0;
+    let own = 0;
+    let most = 0;
     const count = (name: string, n: number) => {
-      if (n > 0) visit(name, n);
+      if (n <= 0) return;
+      total += n;
+      tenants++;
+      if (name === tenant) own = n;
+      if (n > most) most = n;
     };
     if (here) for (const [name, n] of here) count(name, n + (elsewhere?.get(name) ?? 0));
     if (elsewhere) for (const [name, n] of elsewhere) if (!here?.has(name)) count(name, n);
+    // A tenant with n in flight is heavy past heavyShare times the others' mean; the test grows
+    // with n, so some tenant is heavy exactly when the one with the most is.
+    const heavy = (n: number) => n > 0 && n > (this.options.heavyShare * (total - n)) / (tenants - 1);
+    if (tenants < 2) return undefined;
+    if (heavy(own)) return 'heavy';
+    return heavy(most) ? 'light' : undefined;
   }
 
   /** What this replica reports to the others. */

@@ -55,8 +55,9 @@ import {
  *   (`saturated`, fair between tenants) while none has, or while long prompts (more than
  *   `heavy.longPrefillChars`) are pending on `heavy.prefillShare` of the workers already: the
  *   rest are the others';
- * - the others' go to a worker with no long prompt pending and room in its batch (no request
- *   waiting there), when one has; prefix affinity and the scores choose among those.
+ * - the others' go to a worker with no long prompt pending and room in its batch (fewer requests
+ *   in flight there than its engine has ever reported running), when one has; prefix affinity
+ *   and the scores choose among those.
  *
  * The best total wins; equal totals are broken at random (the random source is injected). Each
  * decision is explained (`lastExplanation`): the scorer whose weighted difference between the
@@ -288,7 +289,7 @@ export class ScorerPolicy implements RoutingPolicy {
     let reported = false;
     for (const view of views) {
       const why =
-        heavy && pendingPrefillOf(view.candidate) > 0 ? 'prefill' : holdReason(view, this.options.saturation);
+        heavy && !this.fitsBeside(view, true) ? 'prefill' : holdReason(view, this.options.saturation);
       if (why === undefined) return false;
       if (why !== 'stale') reported = true;
     }
