@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { mulberry32 } from '../src/engine/prng.js';
+import { adapterOf, holdReason, loraState, saturation } from '../src/routing/candidate-view.js';
 import {
   AffinityIndex,
   blockHashes,
@@ -9,14 +10,7 @@ import {
   type SCORER_DEFAULTS,
   ScorerPolicy,
 } from '../src/routing/index.js';
-import {
-  adapterOf,
-  fewerIsBetter,
-  holdReason,
-  lessIsBetter,
-  loraState,
-  saturation,
-} from '../src/routing/scorer.js';
+import { fewerIsBetter, lessIsBetter } from '../src/routing/scores.js';
 
 interface Engine {
   waiting?: number;

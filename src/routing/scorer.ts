@@ -1,6 +1,17 @@
 import { AffinityIndex } from './affinity-index.js';
+import {
+  adapterIn,
+  type CandidateView,
+  holdReason,
+  loadOf,
+  loraState,
+  pendingPrefillOf,
+  readingOf,
+  saturation,
+} from './candidate-view.js';
 import { blockHashes } from './prefix-blocks.js';
 import { randomIndex } from './random-index.js';
+import { decidedBy, PREFILL_SCALE_CHARS, round, scoreViews, uncachedChars } from './scores.js';
 import {
   type Candidate,
   type CandidateReading,
@@ -11,7 +22,6 @@ import {
   type RoutingPolicy,
   type SaturationOptions,
   SCORER_NAMES,
-  type ScorerName,
   type ScorerOptions,
   type ScorerWeights,
 } from './types.js';
@@ -84,60 +94,6 @@ const EXPLAINED = 4;
 /** Totals closer than this are equal. */
 const EPSILON = 1e-9;
 
-export type LoraState = 'loaded' | 'free' | 'full' | 'unknown';
-
-/** What the scorer reads of one candidate, once per decision. */
-export interface CandidateView {
-  readonly candidate: Candidate;
-  readonly state: CandidateReading['state'];
-  /** Requests waiting on its engine, with what this gateway sent since the engine was read. */
-  readonly waiting: number;
-  readonly kvCacheUsage: number | undefined;
-  readonly lora: LoraState;
-}
-
-/**
- * Why a view is saturated by what its engine reported (or failed to report), or undefined when
- * it is not: the filter of a pick.
- */
-export function saturation(view: CandidateView, options: SaturationOptions): string | undefined {
-  if (view.state === 'stale') return 'stale';
-  if (view.waiting > options.maxWaiting) return 'waiting';
-  if (view.kvCacheUsage !== undefined && view.kvCacheUsage > options.maxKvCacheUsage) return 'kv_cache';
-  return undefined;
-}
-
-/**
- * Why a request should not go to a view now: saturated, or past the pending-prefill bound (when
- * one is set). What flow control judges; a pick filters only on `saturation` (see `select`).
- */
-export function holdReason(view: CandidateView, options: SaturationOptions): string | undefined {
-  const why = saturation(view, options);
-  if (why !== undefined) return why;
-  if (options.maxPendingPrefill > 0 && pendingPrefillOf(view.candidate) > options.maxPendingPrefill)
-    return 'prefill';
-  return undefined;
-}
-
-/** Whether an engine has `adapter` loaded, a free adapter slot, neither, or does not say. */
-export function loraState(reading: CandidateReading, adapter: string): LoraState {
-  const lora = reading.state === 'stale' ? undefined : reading.signals?.lora;
-  if (lora === undefined) return 'unknown';
-  if (lora.running.includes(adapter) || lora.waiting.includes(adapter)) return 'loaded';
-  return lora.running.length < lora.max ? 'free' : 'full';
-}
-
-/** Requests on a candidate from every gateway replica: this one's and the others' (Candidate.elsewhere). */
-export function loadOf(c: Candidate): number {
-  return c.elsewhere === undefined ? c.load : c.load + c.elsewhere.load;
-}
-
-/** Pending prefill on a candidate from every gateway replica. */
-export function pendingPrefillOf(c: Candidate): number {
-  const own = c.pendingPrefill ?? 0;
-  return c.elsewhere === undefined ? own : own + c.elsewhere.pendingPrefill;
-}
-
 /** Workers with a long prompt pending prefill (more than `longPrefillChars`). */
 function longPrefills(views: readonly CandidateView[], heavy: HeavyTenantOptions): number {
   let n = 0;
@@ -148,93 +104,6 @@ function longPrefills(views: readonly CandidateView[], heavy: HeavyTenantOptions
 /** How many of `count` workers a heavy tenant's long prompts may be pending on at once (at least one). */
 function heavyWorkers(count: number, heavy: HeavyTenantOptions): number {
   return Math.max(1, Math.floor(heavy.prefillShare * count));
-}
-
-/** `1 - x / (max + 1)` for each value: 1 for none, lower the closer it is to the largest. */
-export function fewerIsBetter(values: readonly number[]): number[] {
-  let max = 0;
-  for (const v of values) if (v > max) max = v;
-  return values.map((v) => 1 - v / (max + 1));
-}
-
-/** `1 - x / scale` for each value, the scale raised to the largest value past it. */
-export function lessIsBetter(values: readonly number[], scale: number): number[] {
-  let max = scale;
-  for (const v of values) if (v > max) max = v;
-  return values.map((v) => (max > 0 ? 1 - v / max : 1));
-}
-
-/** The characters of a prompt a worker's cache likely lacks: those past the blocks it holds. */
-function uncachedChars(textChars: number, depth: number | undefined, blockChars: number): number {
-  return Math.max(0, textChars - (depth ?? 0) * blockChars);
-}
-
-/** Per view: the prompt characters queued ahead of prefill there, plus this prompt's part its cache likely lacks. */
-export function prefillWork(
-  views: readonly CandidateView[],
-  prefixDepth: ReadonlyMap<string, number>,
-  blockChars: number,
-  textChars: number,
-): number[] {
-  return views.map(
-    (v) =>
-      pendingPrefillOf(v.candidate) + uncachedChars(textChars, prefixDepth.get(v.candidate.id), blockChars),
-  );
-}
-
-/** The scales of a decision's scores. */
-export interface ScoreScales {
-  /** The saturation bound of requests waiting (the queue score's scale). */
-  readonly maxWaiting: number;
-  /** Characters per prefix block. */
-  readonly blockChars: number;
-  /** The prefix score's full scale in characters (0: the share of the blocks). */
-  readonly prefixChars: number;
-  /** The prompt's characters (0: unknown, the prefill scorer counts only the work queued ahead). */
-  readonly textChars: number;
-  /** The prefill score's scale in characters (the work that scores 0, or the most of any candidate past it). */
-  readonly prefillChars: number;
-}
-
-/**
- * The prefill score's scale: about one engine step of prompt tokens (vLLM's 2048 batched tokens).
- * Not the pending-prefill bound: a small bound would make a few hundred characters decide picks.
- */
-export const PREFILL_SCALE_CHARS = 8192;
-
-/**
- * Each scorer's 0..1 score of each view, in the views' order. The queue is scored against the
- * saturation bound (a worker past it is filtered out), so one request more or less waiting moves
- * the score by a step of that scale, not by the whole range; prefill work likewise against a
- * scale of characters (a few hundred characters more to prefill on one worker than on another
- * is nearly nothing, not the whole range); the gateway's own load against the largest of the
- * candidates'.
- */
-export function scoreViews(
-  views: readonly CandidateView[],
-  prefixDepth: ReadonlyMap<string, number>,
-  blocks: number,
-  scales: ScoreScales,
-): Record<ScorerName, number[]> {
-  const { maxWaiting, blockChars, prefixChars, textChars, prefillChars } = scales;
-  const known = views.flatMap((v) => (v.kvCacheUsage === undefined ? [] : [v.kvCacheUsage]));
-  const meanKv = known.length > 0 ? known.reduce((a, b) => a + b, 0) / known.length : 0;
-  return {
-    prefix: views.map((v) => {
-      const depth = prefixDepth.get(v.candidate.id) ?? 0;
-      if (prefixChars > 0) return Math.min(1, (depth * blockChars) / prefixChars);
-      // Squared: a prefix that is a small part of the prompt (a short system prompt before a long
-      // document) saves little and is held by many; one that is most of it (the turns of a
-      // session) saves much. Linear shares herded a tenant's burst onto its system prompt's engines.
-      const share = blocks > 0 ? depth / blocks : 0;
-      return share * share;
-    }),
-    queue: views.map((v) => 1 - Math.min(1, v.waiting / (maxWaiting + 1))),
-    kvCache: views.map((v) => 1 - (v.kvCacheUsage ?? meanKv)),
-    lora: views.map((v) => (v.lora === 'loaded' ? 1 : 0)),
-    inflight: fewerIsBetter(views.map((v) => loadOf(v.candidate))),
-    prefill: lessIsBetter(prefillWork(views, prefixDepth, blockChars, textChars), prefillChars),
-  };
 }
 
 export class ScorerPolicy implements RoutingPolicy {
@@ -459,73 +328,4 @@ export class ScorerPolicy implements RoutingPolicy {
       lora: adapter === undefined ? 'unknown' : loraState(reading, adapter),
     };
   }
-}
-
-/**
- * The adapter a request asks for: its model, when some candidate lists it as an adapter on
- * `/v1/models` or its engine reports requests using it.
- */
-export function adapterOf(
-  candidates: readonly Candidate[],
-  model: string | undefined,
-  now = Date.now(),
-): string | undefined {
-  if (model === undefined) return undefined;
-  return adapterIn(
-    candidates,
-    candidates.map((c) => readingOf(c, now)),
-    model,
-  );
-}
-
-/** adapterOf, on readings already taken (`readings[i]` is `candidates[i]`'s). */
-function adapterIn(
-  candidates: readonly Candidate[],
-  readings: readonly CandidateReading[],
-  model: string | undefined,
-): string | undefined {
-  if (model === undefined) return undefined;
-  for (let i = 0; i < candidates.length; i++) {
-    if (candidates[i]!.adapters?.has(model)) return model;
-    const lora = readings[i]!.signals?.lora;
-    if (lora && (lora.running.includes(model) || lora.waiting.includes(model))) return model;
-  }
-  return undefined;
-}
-
-/** A candidate's reading now; one without signals is read from its own count as missing. */
-function readingOf(c: Candidate, now: number): CandidateReading {
-  return (
-    c.signals?.(now) ?? {
-      state: 'missing',
-      signals: { waiting: 0, running: loadOf(c), kvCacheUsage: undefined, lora: undefined, scrapedAt: now },
-    }
-  );
-}
-
-/** The scorer that set the winner apart from the runner-up most, or how it was chosen otherwise. */
-function decidedBy(
-  count: number,
-  tied: number,
-  winner: number,
-  runnerUp: number | undefined,
-  scores: Record<ScorerName, number[]>,
-  weights: ScorerWeights,
-): string {
-  if (count === 1 || runnerUp === undefined) return 'only_candidate';
-  if (tied > 1) return 'random_tie';
-  let best: ScorerName = SCORER_NAMES[0];
-  let most = Number.NEGATIVE_INFINITY;
-  for (const name of SCORER_NAMES) {
-    const lead = weights[name] * (scores[name][winner]! - scores[name][runnerUp]!);
-    if (lead > most) {
-      most = lead;
-      best = name;
-    }
-  }
-  return best;
-}
-
-function round(x: number): number {
-  return Math.round(x * 1000) / 1000;
 }
