@@ -15,7 +15,7 @@ import type { FlowControl } from './flow-control.js';
 import { assertKind, servedKinds } from './model-kinds.js';
 import { ResumableStream } from './resumable-stream.js';
 import type { Router } from './router.js';
-import type { CompletedResponse, DispatchRequest, OpenedStream, ResumePlan } from './types.js';
+import type { CompletedResponse, DispatchRequest, ResumePlan } from './types.js';
 import { WorkerPicker } from './worker-picker.js';
 
 export type { CompletedResponse, DispatchRequest, OpenedStream } from './types.js';
