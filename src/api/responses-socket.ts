@@ -13,8 +13,7 @@ import {
   StreamLimitReached,
 } from '../errors/websocket-errors.js';
 import { type ResponseChannel, responseCreate } from '../pipeline/run-response.js';
-import { type ResolvedContext, resolveContext } from '../responses/context.js';
-import type { Caller } from '../responses/ownership.js';
+import type { ResolvedContext } from '../responses/context.js';
 import type { CreateResponseRequest } from '../responses/request-schema.js';
 import type { EventWriter } from '../responses/response-run.js';
 import type { InputItem, OutputItem } from '../responses/types.js';
@@ -277,7 +276,7 @@ export class ResponsesSocket {
       streams: () => true,
       refuse: refuseHttpOnlyFields,
       caller: callerOf(this.request),
-      context: (request, caller) => this.contextOf(request, caller),
+      context: (request) => this.contextOf(request),
       events: () => lane.writer,
       answer: () => {},
       watch: async () => false,
@@ -288,10 +287,10 @@ export class ResponsesSocket {
         if (previous) this.cache.delete(previous);
         this.sendError(error, lane.streamId);
       },
-      ended: (prepared, terminal, context) => {
+      ended: (prepared, terminal) => {
         const id = prepared.response.id;
         if (terminal.status === 'completed' || terminal.status === 'incomplete') {
-          this.remember(id, [...(context?.history ?? []), ...prepared.input, ...prepared.response.output]);
+          this.remember(id, [...prepared.history, ...prepared.input, ...prepared.response.output]);
         } else {
           this.rememberFailed(id);
           if (previous) this.cache.delete(previous);
@@ -300,14 +299,17 @@ export class ResponsesSocket {
     });
   }
 
-  /** What a request continues from: this connection's own responses first, then the store. */
-  private async contextOf(request: CreateResponseRequest, caller: Caller): Promise<ResolvedContext> {
+  /**
+   * What a request continues from when this connection holds it (its own responses); undefined
+   * sends the pipeline to the store.
+   */
+  private async contextOf(request: CreateResponseRequest): Promise<ResolvedContext | undefined> {
     const previous = request.previous_response_id;
     if (previous && this.failed.has(previous)) {
       throw new PreviousResponseFailed(previous);
     }
     const cached = previous ? this.cache.get(previous) : undefined;
-    if (!previous || !cached) return resolveContext(this.ctx.store, request, caller);
+    if (!previous || !cached) return undefined;
     if (request.conversation) {
       throw new InvalidValue(
         'previous_response_id and conversation cannot be used together.',

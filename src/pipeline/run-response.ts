@@ -44,7 +44,10 @@ export interface ResponseChannel {
   refuse?(body: Record<string, unknown>): void;
   /** The key the request came with when admission names none (a WebSocket's, admitted at its upgrade). */
   readonly caller?: Caller | undefined;
-  /** What the create continues from: a WebSocket connection's own responses first, else the store. */
+  /**
+   * What the create continues from when the transport knows it (a WebSocket connection's own
+   * responses); undefined: the translator reads it from the store.
+   */
   context?(request: CreateResponseRequest, caller: Caller): Promise<ResolvedContext | undefined>;
   /**
    * Where a streamed response's events go, its headers naming `worker` (the public name, if
@@ -60,7 +63,7 @@ export interface ResponseChannel {
   /** Answers an error in the transport's shape (HTTP: thrown for the route's error handler). */
   fail(error: SluiceError): void;
   /** Told how a foreground response ended (a WebSocket keeps completed ones for continuations). */
-  ended?(prepared: PreparedResponse, terminal: Terminal, context: ResolvedContext | undefined): void;
+  ended?(prepared: PreparedResponse, terminal: Terminal): void;
 }
 
 /**
@@ -118,7 +121,7 @@ async function create(
     });
     trace?.response({ id: prepared.response.id, model: prepared.response.model });
     if (request.background) return await runInBackground(ctx, channel, prepared, observer, request);
-    await runInForeground(ctx, channel, prepared, observer, request, context);
+    await runInForeground(ctx, channel, prepared, observer, request);
   } catch (err) {
     const error = endFailedRequest(ctx, 'responses', observer, undefined, err);
     if (error instanceof ClientDisconnected) channel.gone();
@@ -153,7 +156,6 @@ async function runInForeground(
   prepared: PreparedResponse,
   observer: RequestObserver,
   request: CreateResponseRequest,
-  context: ResolvedContext | undefined,
 ): Promise<void> {
   const stream = await ctx.responses.open(prepared);
   observer.worker = stream.worker;
@@ -166,7 +168,7 @@ async function runInForeground(
     observer.firstByte();
   }
   const terminal = await ctx.responses.runForeground(prepared, run, stream, channel.signal);
-  channel.ended?.(prepared, terminal, context);
+  channel.ended?.(prepared, terminal);
   if (channel.signal.aborted) {
     endClientGone(ctx, 'responses', observer);
     if (!streams) channel.gone();

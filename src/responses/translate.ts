@@ -118,6 +118,7 @@ export class ResponseTranslator {
       dispatch,
       store,
       conversationId: context.conversationId,
+      history: context.history,
       ownerKeyId: call.caller,
       resume: (dispatchRequest, body = chatBody) => engine.resumePlan(dispatchRequest, body, call.resume),
       onUsage: call.onUsage,
@@ -132,6 +133,8 @@ export interface PreparedResponse {
   dispatch: DispatchRequest;
   store: boolean;
   conversationId: string | null;
+  /** What the response continues (its previous responses' items, or its conversation's). */
+  history: ResolvedContext['history'];
   /** The API key that owns the response (null: made while the gateway ran open). */
   ownerKeyId: Caller;
   /** How the stream may be resumed mid-stream (undefined: it may not). */

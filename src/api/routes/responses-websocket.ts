@@ -4,6 +4,7 @@ import {
   OriginNotAllowed,
   TooManyConnections,
 } from '../../errors/websocket-errors.js';
+import { admitUpgrade } from '../../pipeline/admit-upgrade.js';
 import { admitCaller } from '../caller.js';
 import type { GatewayContext } from '../context.js';
 import { ResponsesSocket } from '../responses-socket.js';
@@ -55,25 +56,17 @@ export function responseWebSocketRoutes(ctx: GatewayContext) {
     watcher.unref();
     app.addHook('onClose', async () => clearInterval(watcher));
     app.addHook('preHandler', async (request, reply) => {
-      if (request.ws) {
-        // A browser names the page's origin; other clients send none.
-        const origin = request.headers.origin;
-        if (origin !== undefined && !allowedOrigins.has(originOf(origin))) {
-          ctx.metrics.websocketRefusals.inc({ reason: 'origin' });
-          throw new OriginNotAllowed(origin);
-        }
-      }
-      await admitCaller(ctx, request, reply);
-      if (request.ws) {
-        try {
-          hold(request);
-        } catch (err) {
-          ctx.metrics.websocketRefusals.inc({
-            reason: err instanceof TooManyConnections ? 'client_connections' : 'connections',
-          });
-          throw err;
-        }
-      }
+      if (!request.ws) return admitCaller(ctx, request, reply);
+      await admitUpgrade(ctx, [
+        () => {
+          // A browser names the page's origin; other clients send none.
+          const origin = request.headers.origin;
+          if (origin !== undefined && !allowedOrigins.has(originOf(origin)))
+            throw new OriginNotAllowed(origin);
+        },
+        () => admitCaller(ctx, request, reply),
+        () => hold(request),
+      ]);
     });
     app.get('/v1/responses', { websocket: true }, (socket, request) => {
       const connection = new ResponsesSocket(ctx, socket, request, settings);
