@@ -48,7 +48,7 @@ export interface ResponseChannel {
    * What the create continues from when the transport knows it (a WebSocket connection's own
    * responses); undefined: the translator reads it from the store.
    */
-  context?(request: CreateResponseRequest, caller: Caller): Promise<ResolvedContext | undefined>;
+  context?(request: CreateResponseRequest): Promise<ResolvedContext | undefined>;
   /**
    * Where a streamed response's events go, its headers naming `worker` (the public name, if
    * shown) and the `model` that answers (another than the one asked for when it fell back).
@@ -99,7 +99,7 @@ async function create(
     trace?.request(request.model, channel.body);
     // The key this request came with owns what it makes, and may only continue what it owns.
     const caller = grant?.key.id ?? channel.caller ?? null;
-    const context = await channel.context?.(request, caller);
+    const context = await channel.context?.(request);
     const prepared = await ctx.responses.prepare({
       request,
       requestId: channel.requestId,
