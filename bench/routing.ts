@@ -10,7 +10,7 @@
  *
  *   npx tsx bench/routing.ts [--quick] [--policies round_robin,least_outstanding,cache_aware,scorer]
  *     [--replicas 1,2] [--workloads chat,agent,short,tenants,tenants-alone] [--load 0.85]
- *     [--seconds 8] [--warmup 2] [--drain 6] [--engines 8] [--seed 1] [--engine '{"maxBatch":16}']
+ *     [--seconds 24] [--warmup 2] [--drain 6] [--engines 8] [--seed 1] [--engine '{"maxBatch":16}']
  *     [--gateway-config extra.yaml] [--tenant-header x-tenant-id] [--dump requests.jsonl]
  *   npm run bench -- routing [same flags]
  *
