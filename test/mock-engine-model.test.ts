@@ -217,6 +217,30 @@ describe('engine model: batching and the queue', () => {
     expect(events).toEqual(['a:0', 'a:1', 'a:2', 'b:0', 'a:3!', 'b:1!']);
   });
 
+  it("under a timer that runs late, a request is admitted after it arrived and before its first token, on the engine's timeline", () => {
+    // A clock whose tasks run 20 ms after their time (longer than a step), as a busy event loop
+    // runs timers: the engine's timeline (each step ends its length after it began) does not
+    // slip with them, and a step cannot begin before the requests it admits arrived.
+    const inner = new VirtualClock();
+    const late = { now: () => inner.now(), at: (due: number, task: () => void) => inner.at(due + 20, task) };
+    const model = new EngineModel(SMALL, late);
+    const noop = () => {};
+    const a = model.submit({ prompt: ids(0, 4), outputTokens: 2, onToken: noop });
+    inner.advance(25); // a's first step, planned at 0, ran at 20 and ends at 14 on the engine's timeline
+    const b = model.submit({ prompt: ids(100, 4), outputTokens: 2, onToken: noop });
+    inner.runAll(); // the step after a's first, planned at 14, runs at 34 and admits b, which came at 25
+    for (const t of [a, b]) {
+      expect(t.state).toBe('finished');
+      expect(t.admittedAt!).toBeGreaterThanOrEqual(t.arrivedAt);
+      expect(t.firstTokenAt!).toBeGreaterThan(t.admittedAt!);
+      expect(t.finishedAt!).toBeGreaterThan(t.firstTokenAt!);
+    }
+    expect(a.admittedAt).toBe(0);
+    expect(a.firstTokenAt).toBeCloseTo(model.stepMs(1, 4), 9);
+    expect(b.admittedAt).toBe(25);
+    expect(b.firstTokenAt).toBeCloseTo(25 + model.stepMs(2, 4), 9);
+  });
+
   it('time to first token grows with the queue ahead', () => {
     const { clock, model, submit } = setup({ maxBatch: 1 });
     const tickets = ['a', 'b', 'c'].map((label, i) => submit(label, ids(i * 100, 8), 2));

@@ -310,8 +310,15 @@ export class EngineModel {
       this.busy = false;
       return;
     }
+    // The step cannot start before the requests it admits arrived: under a late timer a request
+    // can arrive after the step's time on the engine's timeline (the previous step's end).
+    let start = at;
+    for (const { seq } of work) {
+      if (seq.admittedAt === undefined) start = Math.max(start, seq.arrivedAt);
+    }
+    for (const { seq } of work) seq.admittedAt ??= start;
     this.step = work;
-    this.stepEnd = at + ms;
+    this.stepEnd = start + ms;
     this.stats.steps++;
     this.clock.at(this.stepEnd, this.end);
   }
@@ -368,8 +375,7 @@ export class EngineModel {
     seq.hitTokens = hit.length * blockSize;
     seq.computed = seq.hitTokens;
     seq.registered = hit.length;
-    seq.state = 'running';
-    seq.admittedAt = this.clock.now();
+    seq.state = 'running'; // admittedAt is the step's start, set when the step is planned
     this.stats.prefixQueries += seq.promptTokens;
     this.stats.prefixHits += seq.hitTokens;
     this.running.push(seq);
