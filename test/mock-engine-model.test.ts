@@ -217,18 +217,26 @@ describe('engine model: batching and the queue', () => {
     expect(events).toEqual(['a:0', 'a:1', 'a:2', 'b:0', 'a:3!', 'b:1!']);
   });
 
-  it("under a timer that runs late, a request is admitted after it arrived and before its first token, on the engine's timeline", () => {
+  it("under a timer that runs late, a request joins the first step that began after it arrived, on the engine's timeline", () => {
     // A clock whose tasks run 20 ms after their time (longer than a step), as a busy event loop
     // runs timers: the engine's timeline (each step ends its length after it began) does not
-    // slip with them, and a step cannot begin before the requests it admits arrived.
-    const inner = new VirtualClock();
-    const late = { now: () => inner.now(), at: (due: number, task: () => void) => inner.at(due + 20, task) };
-    const model = new EngineModel(SMALL, late);
+    // slip with them, and a request is not in a step that began before it arrived.
+    const lateModel = () => {
+      const inner = new VirtualClock();
+      const late = {
+        now: () => inner.now(),
+        at: (due: number, task: () => void) => inner.at(due + 20, task),
+      };
+      return { inner, model: new EngineModel(SMALL, late) };
+    };
     const noop = () => {};
-    const a = model.submit({ prompt: ids(0, 4), outputTokens: 2, onToken: noop });
-    inner.advance(25); // a's first step, planned at 0, ran at 20 and ends at 14 on the engine's timeline
+    const { inner, model } = lateModel();
+    const a = model.submit({ prompt: ids(0, 4), outputTokens: 4, onToken: noop });
+    // a's steps on the engine's timeline: 0-14 (prefill and first token), 14-24, 24-34, 34-44;
+    // each is planned 20 ms late on the clock.
+    inner.advance(25);
     const b = model.submit({ prompt: ids(100, 4), outputTokens: 2, onToken: noop });
-    inner.runAll(); // the step after a's first, planned at 14, runs at 34 and admits b, which came at 25
+    inner.runAll();
     for (const t of [a, b]) {
       expect(t.state).toBe('finished');
       expect(t.admittedAt!).toBeGreaterThanOrEqual(t.arrivedAt);
@@ -237,8 +245,20 @@ describe('engine model: batching and the queue', () => {
     }
     expect(a.admittedAt).toBe(0);
     expect(a.firstTokenAt).toBeCloseTo(model.stepMs(1, 4), 9);
-    expect(b.admittedAt).toBe(25);
-    expect(b.firstTokenAt).toBeCloseTo(25 + model.stepMs(2, 4), 9);
+    expect(a.finishedAt).toBeCloseTo(model.stepMs(1, 4) + 2 * model.stepMs(1, 0) + model.stepMs(2, 4), 9);
+    // b came at 25: not in the steps planned at 14 and 24 (they began before it), but in the one at 34.
+    expect(b.admittedAt).toBeCloseTo(model.stepMs(1, 4) + 2 * model.stepMs(1, 0), 9);
+    expect(b.firstTokenAt).toBeCloseTo(b.admittedAt! + model.stepMs(2, 4), 9);
+
+    // An engine with nothing else to do begins the step when the request arrives.
+    const idle = lateModel();
+    const c = idle.model.submit({ prompt: ids(0, 4), outputTokens: 2, onToken: noop });
+    idle.inner.advance(25); // c's steps: 0-14 and 14-24, so the engine is idle from 24
+    const d = idle.model.submit({ prompt: ids(100, 4), outputTokens: 2, onToken: noop });
+    idle.inner.runAll();
+    expect(c.finishedAt).toBeCloseTo(model.stepMs(1, 4) + model.stepMs(1, 0), 9);
+    expect(d.admittedAt).toBe(25);
+    expect(d.firstTokenAt).toBeCloseTo(25 + model.stepMs(1, 4), 9);
   });
 
   it('time to first token grows with the queue ahead', () => {

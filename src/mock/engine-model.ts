@@ -302,28 +302,33 @@ export class EngineModel {
     this.clock.at(now, () => this.begin(now));
   }
 
-  /** Plans the step starting at `at` and schedules its end; the engine idles when there is nothing to do. */
+  /**
+   * Plans the step starting at `at` and schedules its end; the engine idles when there is nothing
+   * to do. Under a late timer (a busy event loop) a request can arrive after `at`, the previous
+   * step's end on the engine's timeline, and before that step's end ran: it is not in this step,
+   * as it was not there when the step began, unless the engine had nothing else to do, when the
+   * step begins as it arrives.
+   */
   private begin(at: number): void {
-    const { work, ms } = this.plan();
+    let start = at;
+    if (this.running.length === 0 && this.waiting.length > 0) {
+      let first = Number.POSITIVE_INFINITY;
+      for (const seq of this.waiting) first = Math.min(first, seq.arrivedAt);
+      start = Math.max(at, first);
+    }
+    const { work, ms } = this.plan(start);
     this.stats.evictions = this.pool.evictions;
     if (work.length === 0) {
       this.busy = false;
       return;
     }
-    // The step cannot start before the requests it admits arrived: under a late timer a request
-    // can arrive after the step's time on the engine's timeline (the previous step's end).
-    let start = at;
-    for (const { seq } of work) {
-      if (seq.admittedAt === undefined) start = Math.max(start, seq.arrivedAt);
-    }
-    for (const { seq } of work) seq.admittedAt ??= start;
     this.step = work;
     this.stepEnd = start + ms;
     this.stats.steps++;
     this.clock.at(this.stepEnd, this.end);
   }
 
-  private plan(): { work: Work[]; ms: number } {
+  private plan(at: number): { work: Work[]; ms: number } {
     const o = this.options;
     const work: Work[] = [];
     let budget = o.maxBatchedTokens;
@@ -341,12 +346,16 @@ export class EngineModel {
     for (const seq of this.running) if (seq.request.adapter) active.add(seq.request.adapter);
     for (let i = 0; i < this.waiting.length && budget > 0 && this.running.length < o.maxBatch; ) {
       const seq = this.waiting[i]!;
+      if (seq.arrivedAt > at) {
+        i++; // it came after the step began (see begin)
+        continue;
+      }
       const adapter = seq.request.adapter;
       if (adapter !== undefined && !active.has(adapter) && active.size >= o.maxLoras) {
         i++; // vLLM skips it for now and looks at the next one
         continue;
       }
-      if (!this.admit(seq)) break; // no blocks: it and everything behind it wait
+      if (!this.admit(seq, at)) break; // no blocks: it and everything behind it wait
       this.waiting.splice(i, 1);
       if (adapter !== undefined) {
         active.add(adapter);
@@ -365,7 +374,7 @@ export class EngineModel {
   }
 
   /** Takes a waiting request's blocks if it can have them all, and puts it in the batch. */
-  private admit(seq: Sequence): boolean {
+  private admit(seq: Sequence, at: number): boolean {
     const { blockSize } = this.options;
     // The last prompt token is always computed (it gives the first output token).
     const hit = this.pool.match(seq.hashes, Math.floor((seq.promptTokens - 1) / blockSize));
@@ -375,7 +384,8 @@ export class EngineModel {
     seq.hitTokens = hit.length * blockSize;
     seq.computed = seq.hitTokens;
     seq.registered = hit.length;
-    seq.state = 'running'; // admittedAt is the step's start, set when the step is planned
+    seq.state = 'running';
+    seq.admittedAt = at;
     this.stats.prefixQueries += seq.promptTokens;
     this.stats.prefixHits += seq.hitTokens;
     this.running.push(seq);
