@@ -1,4 +1,4 @@
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { mulberry32 } from '../src/engine/prng.js';
 import { adapterOf, holdReason, loraState, saturation } from '../src/routing/candidate-view.js';
 import {
@@ -278,7 +278,7 @@ describe('a heavy tenant', () => {
 
   it('goes only to a worker with no prompt pending prefill, though another holds its prefix', () => {
     const fleet = [worker('busy', {}, 1, undefined, 300), worker('clear', {}, 1, undefined, 0)];
-    const policy = new ScorerPolicy({ weights: only('prefix') }, index());
+    const policy = new ScorerPolicy({ weights: only('prefix'), heavy: { turnMs: 0 } }, index());
     expect(policy.select(fleet, { text, model: 'm' }).id).toBe('busy');
     expect(policy.select(fleet, { text, model: 'm', tenantWeight: 'heavy' }).id).toBe('clear');
     expect(policy.lastExplanation?.filtered).toEqual({ saturated: 0, lora: 0, heavy_tenant: 1 });
@@ -287,7 +287,7 @@ describe('a heavy tenant', () => {
   });
 
   it('waits in the gateway while every worker has a prompt pending, or long ones are pending on its share of them', () => {
-    const policy = new ScorerPolicy({ heavy: { prefillShare: 0.5, longPrefillChars: 2048 } });
+    const policy = new ScorerPolicy({ heavy: { prefillShare: 0.5, longPrefillChars: 2048, turnMs: 0 } });
     const fleet = (...pending: number[]) => pending.map((p, i) => worker(`w${i}`, {}, 1, undefined, p));
     const heavy = { tenantWeight: 'heavy' as const };
     // Every worker has a prompt pending (a short one): the heavy tenant waits, the others do not.
@@ -308,7 +308,7 @@ describe('a heavy tenant', () => {
 
   it('leaves the others the workers without a long prompt pending and with room in their batch', () => {
     // A policy per pick: each pick teaches the affinity index where the prompt went.
-    const policy = () => new ScorerPolicy({ weights: only('prefix') }, index());
+    const policy = () => new ScorerPolicy({ weights: only('prefix'), heavy: { turnMs: 0 } }, index());
     // `busy` holds the prefix, but a long prompt is pending there: a light request goes elsewhere.
     const fleet = [worker('busy', {}, 1, undefined, LONG), worker('clear', {}, 1, undefined, 0)];
     expect(policy().select(fleet, { text, model: 'm', tenantWeight: 'light' }).id).toBe('clear');
@@ -317,7 +317,7 @@ describe('a heavy tenant', () => {
     const short = [worker('busy', {}, 1, undefined, 400), worker('clear', {}, 1, undefined, 0)];
     expect(policy().select(short, { text, model: 'm', tenantWeight: 'light' }).id).toBe('busy');
     // Nor its batch while fewer are in flight there than its engine has been seen running: 16 seen, 16 in flight is full.
-    const seen = new ScorerPolicy({ weights: only('prefix') }, index());
+    const seen = new ScorerPolicy({ weights: only('prefix'), heavy: { turnMs: 0 } }, index());
     const engine = (running: number, scrapedAt: number, load: number) => [
       worker('busy', { running, scrapedAt }, load, undefined, 0),
       worker('clear', { running: 4, scrapedAt }, 2, undefined, 0),
@@ -333,6 +333,48 @@ describe('a heavy tenant', () => {
     const last = policy();
     expect(last.select(none, { text, model: 'm', tenantWeight: 'light' }).id).toBe('busy');
     expect(last.lastExplanation?.filtered).toEqual({ saturated: 0, lora: 0 });
+  });
+});
+
+describe('a heavy tenant, its workers taken in turn', () => {
+  afterEach(() => vi.useRealTimers());
+  const fleet = () => ['w3', 'w0', 'w2', 'w1'].map((id) => worker(id, {}, 0, undefined, 0));
+  const heavy = { text: 'a document', model: 'm', tenantWeight: 'heavy' as const };
+  const light = { text: 'a question', model: 'm', tenantWeight: 'light' as const };
+  /** Every worker each of `policies` picks for `ctx`, over many picks (ties are broken at random). */
+  const picks = (policies: ScorerPolicy[], ctx: typeof heavy | typeof light) => {
+    const seen = new Set<string>();
+    for (let i = 0; i < 200; i++) for (const p of policies) seen.add(p.select(fleet(), ctx).id);
+    return [...seen].sort();
+  };
+
+  it("sends the heavy tenant's prompts to the workers whose turn it is, the others' to the rest, alike on every replica, the turn moving with the clock", () => {
+    vi.useFakeTimers();
+    vi.setSystemTime(1_000_000); // turn 10,000 of 100 ms: 10,000 % 4 = 0, so w0 and w1 of four
+    const make = (seed: number) =>
+      new ScorerPolicy({ heavy: { prefillShare: 0.5, turnMs: 100 } }, new AffinityIndex(), mulberry32(seed));
+    const replicas = [make(1), make(2)];
+    expect(picks(replicas, heavy)).toEqual(['w0', 'w1']);
+    expect(picks(replicas, light)).toEqual(['w2', 'w3']);
+    vi.setSystemTime(1_000_100); // one turn on: w1 and w2
+    expect(picks(replicas, heavy)).toEqual(['w1', 'w2']);
+    expect(picks(replicas, light)).toEqual(['w0', 'w3']);
+    // The heavy tenant waits while its turn's workers have prompts pending, though others are clear.
+    const busyTurn = ['w0', 'w1', 'w2', 'w3'].map((id) =>
+      worker(id, {}, 0, undefined, id === 'w0' ? 0 : 300),
+    );
+    vi.setSystemTime(1_000_000);
+    expect(replicas[0]!.saturated(busyTurn, heavy)).toBe(false); // w0 is clear
+    vi.setSystemTime(1_000_100);
+    expect(replicas[0]!.saturated(busyTurn, heavy)).toBe(true); // w1 and w2 are not
+    // Light requests fall back to the heavy tenant's turn when the rest do not fit.
+    const restLong = ['w0', 'w1', 'w2', 'w3'].map((id) =>
+      worker(id, {}, 0, undefined, id === 'w1' || id === 'w2' ? 0 : 5000),
+    );
+    expect(replicas[0]!.select(restLong, light).id).toMatch(/^w[12]$/);
+    // Without a turn the heavy tenant may go to any clear worker.
+    const any = new ScorerPolicy({ heavy: { turnMs: 0 } }, new AffinityIndex(), mulberry32(3));
+    expect(picks([any], heavy)).toEqual(['w0', 'w1', 'w2', 'w3']);
   });
 });
 

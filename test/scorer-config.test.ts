@@ -54,9 +54,12 @@ describe('the scorer and flow control settings', () => {
       isolate: true,
       prefillShare: 0.5,
       longPrefillChars: 2048,
+      turnMs: 100,
     });
     for (const prefillShare of [0, 1.5])
       expect(() => parseConfig({ routing: { scorer: { heavy: { prefillShare } } } })).toThrow(/prefillShare/);
+    for (const turnMs of [-1, 2.5])
+      expect(() => parseConfig({ routing: { scorer: { heavy: { turnMs } } } })).toThrow(/turnMs/);
   });
 
   it('refuse a negative weight, a saturation past 1, and classes that do not exist', () => {

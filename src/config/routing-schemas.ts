@@ -55,6 +55,8 @@ const heavyTenantSchema = z.strictObject({
   prefillShare: z.number().gt(0).max(1).optional(),
   /** A worker with more characters pending prefill than this is prefilling a long prompt. */
   longPrefillChars: nonNegativeInt.optional(),
+  /** With more than 0: the heavy tenant's workers taken in turn, one more every this many ms (0: any). */
+  turnMs: nonNegativeInt.optional(),
 });
 
 /** What a model may set of the scorer: its weights and saturation, over `routing.scorer`'s. */

@@ -67,7 +67,13 @@ import {
  *   rest are the others';
  * - the others' go to a worker with no long prompt pending and room in its batch (fewer requests
  *   in flight there than its engine has ever reported running), when one has; prefix affinity
- *   and the scores choose among those.
+ *   and the scores choose among those;
+ * - with `heavy.turnMs`, its prompts go only to the workers whose turn it is (`prefillShare` of
+ *   them, the turn moving on by one worker every `turnMs` of the wall clock), and the others'
+ *   prefer the rest. Replicas learn of each other's picks some ms late (load sharing), and two
+ *   of them sending a long prompt and a short question to the same worker at once was the
+ *   commonest cause of a small tenant's slow first token left; the turn, which every replica
+ *   computes alike, keeps them apart without a message.
  *
  * The best total wins; equal totals are broken at random (the random source is injected). Each
  * decision is explained (`lastExplanation`): the scorer whose weighted difference between the
@@ -79,8 +85,11 @@ export const SCORER_DEFAULTS: ScorerOptions = {
   prefixChars: 0,
   // On the routing benchmark's (d) (8 engines, a tenant with three quarters of the load in bursts),
   // the small tenants' TTFT p99 over theirs alone: 1.9 and 2.1 with 4 of 8 engines; 2.2 with 5;
-  // 5.5 with 6; 4.3 without (every engine).
-  heavy: { isolate: true, prefillShare: 0.5, longPrefillChars: 2048 },
+  // 5.5 with 6; 4.3 without (every engine). Taken in turn every 100 ms (24 s cells, two replicas,
+  // runs alternated): 1.70, 1.68, 1.81 against 1.98, 1.99, 2.41 without (2026-12-07, a busy
+  // machine), and 1.59, 1.68, 1.52 against 1.81, 1.65, 1.56 (a quiet one); every 50 ms 2.02 and
+  // 1.68, every 200 ms 1.98 and 1.96.
+  heavy: { isolate: true, prefillShare: 0.5, longPrefillChars: 2048, turnMs: 100 },
 };
 
 /** The explanation of a pick among one candidate. */
@@ -104,6 +113,26 @@ function longPrefills(views: readonly CandidateView[], heavy: HeavyTenantOptions
 /** How many of `count` workers a heavy tenant's long prompts may be pending on at once (at least one). */
 function heavyWorkers(count: number, heavy: HeavyTenantOptions): number {
   return Math.max(1, Math.floor(heavy.prefillShare * count));
+}
+
+/**
+ * The workers whose turn it is to take a heavy tenant's prompts (`heavy.turnMs`), or undefined
+ * for any: `heavyWorkers` of them, in the order of their ids, from one that moves on every
+ * `turnMs` of the wall clock. Every replica computes the same set without telling the others,
+ * so no replica sends a small question where another has just sent a long prompt.
+ */
+function heavyTurn(
+  views: readonly CandidateView[],
+  heavy: HeavyTenantOptions,
+  now: number,
+): Set<string> | undefined {
+  if (heavy.turnMs <= 0 || views.length < 2) return undefined;
+  const ids = views.map((v) => v.candidate.id).sort();
+  const k = heavyWorkers(ids.length, heavy);
+  const from = Math.floor(now / heavy.turnMs) % ids.length;
+  const turn = new Set<string>();
+  for (let j = 0; j < k; j++) turn.add(ids[(from + j) % ids.length]!);
+  return turn;
 }
 
 export class ScorerPolicy implements RoutingPolicy {
@@ -155,10 +184,11 @@ export class ScorerPolicy implements RoutingPolicy {
     // workers, and while every worker has a prompt pending.
     if (heavy && longPrefills(views, this.options.heavy) >= heavyWorkers(views.length, this.options.heavy))
       return true;
+    const turn = heavy ? heavyTurn(views, this.options.heavy, Date.now()) : undefined;
     let reported = false;
     for (const view of views) {
       const why =
-        heavy && !this.fitsBeside(view, true) ? 'prefill' : holdReason(view, this.options.saturation);
+        heavy && !this.fitsBeside(view, true, turn) ? 'prefill' : holdReason(view, this.options.saturation);
       if (why === undefined) return false;
       if (why !== 'stale') reported = true;
     }
@@ -188,7 +218,12 @@ export class ScorerPolicy implements RoutingPolicy {
     if (views.length === 0) views = all;
     if (ctx.tenantWeight !== undefined && this.options.heavy.isolate) {
       const heavy = ctx.tenantWeight === 'heavy';
-      const fit = views.filter((v) => this.fitsBeside(v, heavy));
+      const turn = heavyTurn(all, this.options.heavy, Date.now());
+      let fit = views.filter((v) => this.fitsBeside(v, heavy, turn));
+      if (!heavy && turn !== undefined) {
+        const apart = fit.filter((v) => !turn.has(v.candidate.id));
+        if (apart.length > 0) fit = apart;
+      }
       // None does (the request could not wait, or a pick raced another's): all of them are
       // scored. (Falling back to those without a long prompt pending, full or not, was worse:
       // the small tenants then waited for a slot in a full batch.)
@@ -219,9 +254,9 @@ export class ScorerPolicy implements RoutingPolicy {
    * tokens. The heavy tenant's: nothing pending prefill there. Another's: no long prompt pending
    * there, and fewer requests there (every replica's) than its engine has ever run at once.
    */
-  private fitsBeside(v: CandidateView, heavy: boolean): boolean {
+  private fitsBeside(v: CandidateView, heavy: boolean, turn: ReadonlySet<string> | undefined): boolean {
     const pending = pendingPrefillOf(v.candidate);
-    if (heavy) return pending === 0;
+    if (heavy) return pending === 0 && (turn === undefined || turn.has(v.candidate.id));
     if (pending > this.options.heavy.longPrefillChars) return false;
     const peak = this.peakRunning.get(v.candidate.id);
     return peak === undefined || loadOf(v.candidate) < peak;

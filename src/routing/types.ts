@@ -159,6 +159,12 @@ export interface HeavyTenantOptions {
   readonly prefillShare: number;
   /** A worker with more characters pending prefill than this is prefilling a long prompt. */
   readonly longPrefillChars: number;
+  /**
+   * With more than 0: the workers a heavy tenant's prompts may go to are `prefillShare` of them
+   * in turn, the turn moving by one worker every this many ms of the wall clock (so replicas agree
+   * without telling each other), and the others' requests prefer the rest.
+   */
+  readonly turnMs: number;
 }
 
 export interface PolicyOptions {
