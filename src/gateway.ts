@@ -12,6 +12,7 @@ import { FlowControl } from './dispatch/flow-control.js';
 import { Router } from './dispatch/router.js';
 import { GatewayShuttingDown } from './errors/http-errors.js';
 import { ClientClosed, DispatcherClosed } from './errors/stream-errors.js';
+import { defaultHeldBudget, HeldBytes } from './memory/held-bytes.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { GatewayMetrics } from './observability/metrics.js';
 import { Tracing } from './observability/tracing.js';
@@ -53,6 +54,8 @@ export class Gateway {
   readonly flow: FlowControl | undefined;
   /** What replicas share of routing through Redis (the scorer's affinity, worker loads, flow control's counts). */
   readonly sharing: ReplicaSharing;
+  /** What all requests together hold of answers being built (`limits.maxHeldBytes`). */
+  readonly held: HeldBytes;
   private closed = false;
 
   constructor(
@@ -92,6 +95,8 @@ export class Gateway {
       metrics.signalScrapeFailures.inc({ worker: worker.id, cause }),
     );
     const requests = new RequestRegistry();
+    this.held = new HeldBytes(config.limits.maxHeldBytes ?? defaultHeldBudget());
+    metrics.bindHeld(this.held);
     this.flow = config.flow.enabled
       ? new FlowControl(
           {
@@ -115,6 +120,7 @@ export class Gateway {
       metrics,
       log,
       this.flow,
+      this.held,
     );
     this.sharing = new ReplicaSharing(config, router.affinity, registry, this.flow, log);
     const store = openStore(config, (operation) =>
@@ -140,6 +146,7 @@ export class Gateway {
         mcp: new McpTools(config.mcp, log),
         pdf: new PdfReader(config.files.pdf, metrics, log),
         maxRunBytes: config.limits.maxBodyBytes,
+        held: this.held,
         onWriteFailed: (backend, code) => metrics.storeWriteFailures.inc({ backend, code }),
         onBackgroundEnded: (model, end) => countRunEnd(metrics, 'responses', model, end.error),
       }),

@@ -313,6 +313,13 @@ export const configSchema = z.strictObject({
        */
       maxBodyBytes: positiveInt.default(64 * 1024 * 1024),
       /**
+       * What all requests together may hold of answers being built (non-streaming engine
+       * answers being read, Responses runs, the text kept for a continuation) past 1 MiB each:
+       * past it, the request that needs more fails with a 503 `gateway_memory_full` (a stream:
+       * its typed terminal event). Default: an eighth of the V8 heap limit (docs/SECURITY.md).
+       */
+      maxHeldBytes: positiveInt.optional(),
+      /**
        * The most output tokens a request may ask for (`max_tokens`, `max_completion_tokens`,
        * `max_output_tokens`) unless its model sets `models.<m>.maxOutputTokens`: more is refused
        * with a 400 `max_tokens_too_large` naming the field. 128 Ki, OpenAI's largest output limit.

@@ -10,7 +10,8 @@ import {
   UpstreamHttpError,
   upstreamStatusError,
 } from '../errors/upstream-errors.js';
-import { UpstreamBodyTooLarge } from '../errors/upstream-limit-errors.js';
+import { GatewayMemoryFull, UpstreamBodyTooLarge } from '../errors/upstream-limit-errors.js';
+import type { HeldBytes } from '../memory/held-bytes.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import type { RoutingRecord } from '../observability/tracing.js';
@@ -21,7 +22,7 @@ import type { HealthChecker } from '../workers/health-checker.js';
 import { Attempt } from './attempt.js';
 import { classifyRequestError, isUnreachable, outcomeOf } from './classify-upstream-error.js';
 import { withPriority } from './engine-priority.js';
-import { BodyTooLarge, failedFinishOf, readBounded, readLimited } from './read-body.js';
+import { BodyTooLarge, failedFinishOf, HeldFull, readBounded, readLimited } from './read-body.js';
 import type { CompletedResponse, DispatchRequest, OpenedStream } from './types.js';
 import type { WorkerPicker } from './worker-picker.js';
 
@@ -46,6 +47,8 @@ export class AttemptLoop {
     private readonly health: HealthChecker,
     private readonly metrics: GatewayMetrics,
     private readonly log: Logger,
+    /** What all requests together hold (`limits.maxHeldBytes`): a body being read takes from it. */
+    private readonly held?: HeldBytes | undefined,
   ) {}
 
   /** Opens a stream on the request's own model that has produced its first output chunk. */
@@ -119,16 +122,23 @@ export class AttemptLoop {
     remaining: number,
   ): Promise<{ body: Buffer; value: Record<string, unknown> }> {
     const limit = this.config.limits.maxBodyBytes;
+    // Held while it is read (the body's bytes); what is made of it then is the front's.
+    const hold = this.held?.hold();
     let body: Buffer;
     try {
-      body = await readBounded(response, limit);
+      body = await readBounded(response, limit, hold);
     } catch (err) {
-      if (err instanceof BodyTooLarge) {
-        const error = new UpstreamBodyTooLarge(attempt.requestId, limit);
+      if (err instanceof BodyTooLarge || err instanceof HeldFull) {
+        const error =
+          err instanceof HeldFull
+            ? new GatewayMemoryFull(attempt.requestId, hold?.bytes ?? 0)
+            : new UpstreamBodyTooLarge(attempt.requestId, limit);
         attempt.controller.abort(error);
         throw error;
       }
       throw classifyRequestError(err, attempt.signal, attempt.worker.id, remaining);
+    } finally {
+      hold?.release();
     }
     let json: unknown;
     try {

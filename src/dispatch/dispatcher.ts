@@ -3,6 +3,7 @@ import type { ModelSettings } from '../config/model-settings.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { ModelNotFound } from '../errors/not-found-errors.js';
 import { MaxTokensTooLarge } from '../errors/request-content-errors.js';
+import type { HeldBytes } from '../memory/held-bytes.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import type { RequestRegistry } from '../streams/request-registry.js';
@@ -37,9 +38,11 @@ export class Dispatcher {
     log: Logger,
     /** Flow control: requests wait here while every worker of a scorer-routed model is saturated. */
     readonly flow?: FlowControl,
+    /** What all requests together hold of answers (`limits.maxHeldBytes`). */
+    private readonly held?: HeldBytes,
   ) {
     const picker = new WorkerPicker(registry, router, requests, metrics, log, flow);
-    const attempts = new AttemptLoop(config, picker, health, metrics, log);
+    const attempts = new AttemptLoop(config, picker, health, metrics, log, held);
     this.chain = new FallbackChain(attempts, registry, settings, metrics, log, config.limits.maxBodyBytes);
   }
 
@@ -105,7 +108,8 @@ export class Dispatcher {
     plan: ResumePlan | undefined,
     options?: { dropUsage?: boolean },
   ): Promise<ResumableStream> {
-    return new ResumableStream(await this.chain.open(req), plan, options);
+    const opened = await this.chain.open(req);
+    return new ResumableStream(opened, plan, { ...options, hold: plan && this.held?.hold() });
   }
 
   /** Sends a non-streaming request and reads its whole JSON answer, falling back as openResumable does. */

@@ -1,5 +1,6 @@
 import type { Dispatcher as UndiciDispatcher } from 'undici';
 import { EngineFinishFailure, NORMAL_FINISH_REASONS } from '../errors/stream-errors.js';
+import type { Hold } from '../memory/held-bytes.js';
 
 /** Reading an engine's non-streaming answer: bounded, and checked for a finish that is a failure. */
 
@@ -29,11 +30,19 @@ export async function readLimited(
 /** Thrown by readBounded past its limit. */
 export class BodyTooLarge extends Error {}
 
+/** Thrown by readBounded when the gateway's budget of what requests hold has no room for more. */
+export class HeldFull extends Error {}
+
 /**
- * Reads a whole body, refusing (before buffering it) one larger than `limit` bytes. With
- * listeners, not `for await`: an async iterator per answer costs more than the read itself.
+ * Reads a whole body, refusing (before buffering it) one larger than `limit` bytes, or one whose
+ * bytes the gateway's budget (`hold`) has no room for. With listeners, not `for await`: an async
+ * iterator per answer costs more than the read itself.
  */
-export function readBounded(response: UndiciDispatcher.ResponseData, limit: number): Promise<Buffer> {
+export function readBounded(
+  response: UndiciDispatcher.ResponseData,
+  limit: number,
+  hold?: Hold,
+): Promise<Buffer> {
   const body = response.body;
   const declared = Number(response.headers['content-length']);
   if (Number.isFinite(declared) && declared > limit) {
@@ -45,8 +54,8 @@ export function readBounded(response: UndiciDispatcher.ResponseData, limit: numb
     let size = 0;
     body.on('data', (buf: Buffer) => {
       size += buf.length;
-      if (size > limit) {
-        reject(new BodyTooLarge());
+      if (size > limit || (hold !== undefined && !hold.set(size))) {
+        reject(size > limit ? new BodyTooLarge() : new HeldFull());
         body.destroy();
         return;
       }

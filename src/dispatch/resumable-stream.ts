@@ -1,6 +1,7 @@
 import { isSluiceError } from '../errors/base.js';
 import { ClientDisconnected } from '../errors/http-errors.js';
 import type { StreamError } from '../errors/stream-errors.js';
+import type { Hold } from '../memory/held-bytes.js';
 import type { ParsedChunk, Usage } from '../streams/chat-stream-tracker.js';
 import type { EngineStreamSink } from '../streams/engine-stream.js';
 import { parseSseFieldsAt, SseSplitter } from '../streams/sse-splitter.js';
@@ -76,7 +77,14 @@ export class ResumableStream {
   constructor(
     first: OpenedStream,
     private readonly plan: ResumePlan | undefined,
-    private readonly options: { dropUsage?: boolean } = {},
+    private readonly options: {
+      dropUsage?: boolean;
+      /**
+       * The stream's account with the gateway's budget of what requests hold: the text kept for
+       * a continuation takes from it, and is let go (the stream then cannot resume) when it is full.
+       */
+      hold?: Hold | undefined;
+    } = {},
   ) {
     this.current = first;
     this.workers = [first.attempt.worker.id];
@@ -147,6 +155,7 @@ export class ResumableStream {
     if (this.ended) return;
     this.ended = true;
     this.abandoned = true;
+    this.options.hold?.release();
     this.current.stream.abort(reason, false);
     this.current.attempt.release('neutral', reason);
   }
@@ -183,6 +192,7 @@ export class ResumableStream {
         opened.attempt.release('success');
         if (this.ended) return;
         this.ended = true;
+        this.options.hold?.release();
         // A continuation's bytes were rebuilt from its chunks: its [DONE] is written anew.
         sink.onComplete(continuation ? false : sawDone);
       },
@@ -220,15 +230,22 @@ export class ResumableStream {
     if (piece.length > 0) {
       this.text += piece;
       this.tokensThisAttempt++;
-      if (this.text.length > this.plan.maxTextLength) {
-        this.unsafe = 'the text so far is past limits.maxBodyBytes';
-        this.text = '';
-      }
+      if (this.text.length > this.plan.maxTextLength)
+        this.letGoText('the text so far is past limits.maxBodyBytes');
+      else if (this.options.hold && !this.options.hold.set(this.text.length))
+        this.letGoText("the gateway's budget of held bytes (limits.maxHeldBytes) is full");
     }
     if (Array.isArray(delta?.tool_calls) && delta.tool_calls.length > 0)
       this.unsafe = 'a tool call in progress';
     const reasoning = delta?.reasoning_content ?? delta?.reasoning;
     if (typeof reasoning === 'string' && reasoning.length > 0) this.unsafe = 'reasoning in progress';
+  }
+
+  /** Lets go of the text kept for a continuation: the stream cannot be resumed any more. */
+  private letGoText(why: string): void {
+    this.unsafe = why;
+    this.text = '';
+    this.options.hold?.release();
   }
 
   /** A continuation's chunk as part of the first stream; undefined for its opening role chunk. */
@@ -281,6 +298,7 @@ export class ResumableStream {
     const fail = (outcome?: string) => {
       if (outcome) plan?.count(outcome);
       this.ended = true;
+      this.options.hold?.release();
       sink.onFail(error);
     };
     if (!plan || !error.retryable) return fail();

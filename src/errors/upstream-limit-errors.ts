@@ -63,3 +63,31 @@ export class UpstreamBodyTooLarge extends UpstreamLimitExceeded {
     );
   }
 }
+
+/**
+ * The answers every request of the gateway holds together reached `limits.maxHeldBytes`, and this
+ * request, holding more than its own floor, needed more: it ends so that the process does not run
+ * out of memory. Says nothing of the engine (neutral for its circuit); the same request may succeed
+ * later, when less is held.
+ */
+export class GatewayMemoryFull extends StreamError {
+  readonly code = 'gateway_memory_full';
+  readonly retryable = false;
+  readonly reason = 'limit_exceeded' as const;
+  override readonly status = 503;
+  override readonly type = 'server_error' as const;
+  constructor(
+    readonly requestId: string,
+    readonly heldBytes: number,
+  ) {
+    super(
+      `The gateway holds too much of the answers in flight to hold more of request ${requestId}'s (${heldBytes} bytes held); try again later.`,
+    );
+  }
+  override headers(): Record<string, string> {
+    return { 'retry-after': '1' };
+  }
+  override details(): Record<string, unknown> {
+    return { held_bytes: this.heldBytes };
+  }
+}

@@ -386,6 +386,26 @@ export class GatewayMetrics {
     return modelLabel(this.knowsModel, model);
   }
 
+  /** The gauges of what requests hold of answers being built, read at scrape time. */
+  bindHeld(held: { readonly inUse: number; readonly capacity: number }): void {
+    new Gauge({
+      name: 'sluice_held_bytes',
+      help: 'Bytes the requests in flight hold of answers being built past their 1 MiB floors (limits.maxHeldBytes bounds it).',
+      registers: [this.registry],
+      collect() {
+        this.set(held.inUse);
+      },
+    });
+    new Gauge({
+      name: 'sluice_held_bytes_limit',
+      help: 'limits.maxHeldBytes: what the requests in flight may hold together past their floors.',
+      registers: [this.registry],
+      collect() {
+        this.set(held.capacity);
+      },
+    });
+  }
+
   /** Gauges read from the worker registry at scrape time. */
   bindWorkers(list: () => readonly WorkerSnapshot[]): void {
     // `aggregator`: how a cluster's processes' values combine (src/cluster/metrics-ipc.ts).

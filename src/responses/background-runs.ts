@@ -97,7 +97,7 @@ export class BackgroundRuns {
     }
     await settle(progress.inFlight, PROGRESS_SETTLE_MS);
     this.onEnded(prepared.response.model, end);
-    return this.runner.finisher.finish(prepared, run, end, 'update');
+    return this.runner.finish(prepared, run, end, 'update');
   }
 
   /**

@@ -65,6 +65,11 @@ export class ResponseBuilder {
   private finishReason: string | undefined;
   /** The state before the draft terminal, to retract it. */
   private saved: Snapshot | undefined;
+  /**
+   * Characters of text, reasoning and tool arguments taken so far: the closing events and the
+   * final response repeat each of them (what a run will hold by its end: ResponseRun).
+   */
+  contentChars = 0;
 
   constructor(
     readonly response: ResponseObject,
@@ -109,11 +114,20 @@ export class ResponseBuilder {
     const delta = choice.delta as ChoiceDelta | undefined;
     if (delta) {
       const reasoning = delta.reasoning_content ?? delta.reasoning;
-      if (typeof reasoning === 'string' && reasoning.length > 0) this.texts.reasoningDelta(reasoning);
-      if (typeof delta.content === 'string' && delta.content.length > 0)
+      if (typeof reasoning === 'string' && reasoning.length > 0) {
+        this.contentChars += reasoning.length;
+        this.texts.reasoningDelta(reasoning);
+      }
+      if (typeof delta.content === 'string' && delta.content.length > 0) {
+        this.contentChars += delta.content.length;
         this.texts.messageDelta(delta.content);
+      }
       if (Array.isArray(delta.tool_calls))
-        for (const call of delta.tool_calls) this.calls.delta(call, this.toolRouter);
+        for (const call of delta.tool_calls) {
+          const args = call.function?.arguments;
+          if (typeof args === 'string') this.contentChars += args.length;
+          this.calls.delta(call, this.toolRouter);
+        }
     }
     if (typeof choice.finish_reason === 'string') this.finishReason = choice.finish_reason;
   }

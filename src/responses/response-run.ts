@@ -1,7 +1,8 @@
 import type { ResumableStream } from '../dispatch/resumable-stream.js';
 import { ClientDisconnected } from '../errors/http-errors.js';
 import type { StreamError } from '../errors/stream-errors.js';
-import { UpstreamBodyTooLarge } from '../errors/upstream-limit-errors.js';
+import { GatewayMemoryFull, UpstreamBodyTooLarge } from '../errors/upstream-limit-errors.js';
+import type { Hold } from '../memory/held-bytes.js';
 import { ResponseBuilder, type TerminalKind } from './response-builder.js';
 import type { ResponseObject } from './types.js';
 
@@ -18,14 +19,26 @@ export type RunEnd = TerminalKind & { error?: StreamError | ClientDisconnected }
 export interface RunLimit {
   bytes: number;
   requestId: string;
+  /** The run's account with the gateway's budget of what all requests hold (`limits.maxHeldBytes`). */
+  hold?: Hold | undefined;
 }
+
+/**
+ * How many times the closing of a run repeats each character of its content: the done events of
+ * its item (`output_text.done`, `content_part.done`, `output_item.done`), the final response's JSON
+ * and the terminal event around it.
+ */
+const CLOSING_COPIES = 5;
 
 /**
  * One response being generated: the builder of its event ladder, the events kept for storage
  * and replay, and the writers that see them live (a writer that is full pauses the engine).
- * What it holds is bounded: past `limit.bytes` of events (the response object holds their text
- * once more), the engine request is aborted and the run fails with `upstream_body_too_large`,
- * streamed or not, with what was built until then (stored as shown).
+ * What it holds is bounded, counting what its closing will add: past `limit.bytes` of events and
+ * of the copies of its content that its closing events and final response will make, the engine
+ * request is aborted and the run fails with `upstream_body_too_large`, streamed or not, with what
+ * was built until then (stored as shown). So its events, closed, stay within about `limit.bytes`.
+ * The same count is the run's account with the gateway's budget (`limit.hold`): when that is
+ * full, the run fails the same way with `gateway_memory_full`.
  */
 export class ResponseRun {
   readonly builder: ResponseBuilder;
@@ -36,7 +49,7 @@ export class ResponseRun {
   /** Aborted (reason `cancelled` or `abandoned`) when the run is cancelled or its client goes away. */
   private readonly halt = new AbortController();
   private settle: ((end: RunEnd) => void) | undefined;
-  /** Characters of the events published so far (what the run holds, at most about twice over). */
+  /** Characters of the events published so far. */
   private held = 0;
   private overflowed = false;
 
@@ -76,11 +89,22 @@ export class ResponseRun {
       }
     }
     const limit = this.limit;
-    if (limit && !this.overflowed && this.held > limit.bytes && this.settle) {
-      // Nothing more is read: the stream ends as failed, and the closing events and terminal come after.
+    if (!limit || this.overflowed || !this.settle) return;
+    // Nothing more is read past a bound: the stream ends as failed, and the closing events and
+    // terminal come after.
+    const projected = this.held + CLOSING_COPIES * this.builder.contentChars;
+    if (projected > limit.bytes) {
       this.overflowed = true;
       this.stream?.fail(new UpstreamBodyTooLarge(limit.requestId, limit.bytes));
+    } else if (limit.hold && !limit.hold.set(projected)) {
+      this.overflowed = true;
+      this.stream?.fail(new GatewayMemoryFull(limit.requestId, projected));
     }
+  }
+
+  /** The run is over and stored: what it held goes back to the gateway's budget. */
+  release(): void {
+    this.limit?.hold?.release();
   }
 
   /** Feeds the engine stream into the builder until it ends; resolves how it ended. */

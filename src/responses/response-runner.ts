@@ -1,5 +1,6 @@
 import type { Engine } from '../dispatch/engine.js';
 import type { ResumableStream } from '../dispatch/resumable-stream.js';
+import type { HeldBytes } from '../memory/held-bytes.js';
 import type { DurableFinisher } from './durable-finish.js';
 import { ResponseRun, type RunEnd } from './response-run.js';
 import type { Terminal } from './terminal.js';
@@ -17,6 +18,8 @@ export class ResponseRunner {
     readonly finisher: DurableFinisher,
     /** What one run may hold of its events and response (`limits.maxBodyBytes`). */
     private readonly maxRunBytes: number,
+    /** What all requests together hold (`limits.maxHeldBytes`): each run has its account. */
+    private readonly held?: HeldBytes | undefined,
   ) {}
 
   /**
@@ -43,7 +46,21 @@ export class ResponseRunner {
     const end = await following;
     signal.removeEventListener('abort', onGone);
     this.noteResumes(run, stream, prepared);
-    return this.finisher.finish(prepared, run, end, 'insert');
+    return this.finish(prepared, run, end, 'insert');
+  }
+
+  /** Stores a run's end (the one durable terminal write), then gives back what it held. */
+  async finish(
+    prepared: PreparedResponse,
+    run: ResponseRun,
+    end: RunEnd,
+    mode: 'insert' | 'update',
+  ): Promise<Terminal> {
+    try {
+      return await this.finisher.finish(prepared, run, end, mode);
+    } finally {
+      run.release();
+    }
   }
 
   /** A run of the response, its events kept when it is stored. */
@@ -51,6 +68,7 @@ export class ResponseRunner {
     return new ResponseRun(prepared.response, prepared.store, {
       bytes: this.maxRunBytes,
       requestId: prepared.dispatch.requestId,
+      hold: this.held?.hold(),
     });
   }
 

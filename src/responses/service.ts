@@ -1,5 +1,6 @@
 import type { Engine } from '../dispatch/engine.js';
 import type { ResumableStream } from '../dispatch/resumable-stream.js';
+import type { HeldBytes } from '../memory/held-bytes.js';
 import type { Logger } from '../observability/logger.js';
 import type { Store, StoredResponse } from '../storage/types.js';
 import { BackgroundRuns } from './background-runs.js';
@@ -28,6 +29,8 @@ export interface ResponsesServiceOptions {
   orphans?: OrphanSweeper | undefined;
   /** What one run may hold of its events and response (`limits.maxBodyBytes`). */
   maxRunBytes: number;
+  /** What all requests together hold (`limits.maxHeldBytes`). */
+  held?: HeldBytes | undefined;
   /** Told of each final write that failed. */
   onWriteFailed: (backend: string, code: string) => void;
   /** Told how each background run ended (the foreground ones are counted by the pipeline). */
@@ -50,7 +53,7 @@ export class ResponsesService {
   constructor(engine: Engine, store: Store | undefined, log: Logger, options: ResponsesServiceOptions) {
     this.translator = new ResponseTranslator(engine, store, options.pdf, options.mcp);
     this.finisher = new DurableFinisher(store, log, options.onWriteFailed);
-    this.runner = new ResponseRunner(engine, this.finisher, options.maxRunBytes);
+    this.runner = new ResponseRunner(engine, this.finisher, options.maxRunBytes, options.held);
     this.background =
       store && new BackgroundRuns(this.runner, store, log, options.replicaId, options.onBackgroundEnded);
     this.stored = new StoredResponses(store, this.background, options.orphans);
