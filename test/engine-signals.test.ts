@@ -142,6 +142,8 @@ describe('signals settings', () => {
       staleMs: 1_250,
       maxBytes: 4 * 1024 * 1024,
       missingRetryMs: 60_000,
+      maxAdapters: 256,
+      adapterExpiryMs: 60_000,
     });
     expect(parseConfig({ signals: { intervalMs: 5_000 } }).signals.staleMs).toBe(15_000);
     expect(parseConfig({ signals: { intervalMs: 100, timeoutMs: 50 } }).signals.staleMs).toBe(300);

@@ -1,23 +1,31 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { InternalError } from '../errors/http-errors.js';
 import { PayloadTooLarge } from '../errors/request-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { ApiHandler, ApiReply, ApiRequest } from '../pipeline/exchange.js';
+import { writeHead } from '../pipeline/response-head.js';
 import { answerError } from './error-handler.js';
 import { parseJsonBody } from './json-body.js';
 import { requestId } from './request-id.js';
 
 /**
  * A reply written straight to node:http's response, with what the routes use of a fastify
- * reply (see ApiReply). A whole answer goes out in one write with its Content-Length.
+ * reply (see ApiReply). A whole answer goes out in one write with its Content-Length. A send
+ * whose headers node:http refuses never throws: the answer is dropped with its headers and the
+ * refusal answered as the route answers errors (`unwritable`: a 500, logged), or, should that
+ * fail too, as a bare 500.
  */
 class RawReply implements ApiReply {
   private status = 200;
-  private readonly headers: Record<string, string> = {};
+  private headers: Record<string, string> = {};
   private hijacked = false;
+  /** The answer to an unwritable send is being sent. */
+  private recovering = false;
 
   constructor(
     readonly raw: ServerResponse,
     private readonly receivedAt: number,
+    private readonly unwritable: (err: Error) => void,
   ) {}
 
   get sent(): boolean {
@@ -49,9 +57,27 @@ class RawReply implements ApiReply {
     }
     this.headers['content-length'] = String(Buffer.byteLength(body));
     // Headers set on the raw response before (the rate-limit ones) are kept: writeHead merges.
-    this.raw.writeHead(this.status, this.headers);
-    this.raw.end(body);
+    const refused = writeHead(this.raw, this.status, this.headers);
+    if (refused === undefined) {
+      this.raw.end(body);
+      return this;
+    }
+    this.headers = {};
+    if (!this.recovering) {
+      this.recovering = true;
+      this.status = 500;
+      this.unwritable(refused);
+    }
+    if (!this.raw.headersSent) this.sendBare500();
     return this;
+  }
+
+  /** The last resort: a 500 with no header but its type and length. */
+  private sendBare500(): void {
+    const body = JSON.stringify(new InternalError().toBody());
+    for (const name of this.raw.getHeaderNames()) this.raw.removeHeader(name);
+    if (writeHead(this.raw, 500, BARE_HEADERS(body)) === undefined) this.raw.end(body);
+    else this.raw.destroy();
   }
 
   hijack(): this {
@@ -59,6 +85,11 @@ class RawReply implements ApiReply {
     return this;
   }
 }
+
+const BARE_HEADERS = (body: string) => ({
+  'content-type': 'application/json; charset=utf-8',
+  'content-length': String(Buffer.byteLength(body)),
+});
 
 /** `application/json`, with or without parameters (`; charset=utf-8`), as fastify's parser matches it. */
 function isJson(contentType: string | undefined): boolean {
@@ -122,9 +153,17 @@ export function rawJsonRoute(
     const receivedAt = performance.now();
     const id = requestId(headers['x-request-id']);
     const path = req.url!;
-    const reply = new RawReply(res, receivedAt);
     const answer = route.answerError ?? openAiAnswer;
-    const fail = (err: unknown) => answer(err, { id, method: 'POST', route: path }, reply);
+    // An answer that cannot be written is answered as the route answers errors; nothing here throws.
+    const reply = new RawReply(res, receivedAt, (err) => fail(err));
+    const fail = (err: unknown) => {
+      try {
+        answer(err, { id, method: 'POST', route: path }, reply);
+      } catch (thrown) {
+        log.error({ err: thrown, requestId: id }, 'error answer failed');
+        if (!res.writableEnded) res.destroy();
+      }
+    };
     const parts: Buffer[] = [];
     let size = 0;
     const onData = (chunk: Buffer) => {

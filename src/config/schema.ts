@@ -250,6 +250,13 @@ export const configSchema = z.strictObject({
       maxBytes: positiveInt.default(4 * 1024 * 1024),
       /** How long a worker without usable `/metrics` (404, not Prometheus text...) goes unasked. */
       missingRetryMs: positiveInt.default(60_000),
+      /**
+       * Most LoRA adapters a worker serves that only its signals named (`vllm:lora_requests_info`,
+       * not its `/v1/models`); more are ignored until some expire.
+       */
+      maxAdapters: positiveInt.max(4096).default(256),
+      /** An adapter known only from a worker's signals that no reading named for this long is no longer routed to it. */
+      adapterExpiryMs: positiveInt.default(60_000),
     })
     .prefault({})
     .transform((s) => ({

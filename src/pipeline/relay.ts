@@ -5,6 +5,7 @@ import type { StreamError } from '../errors/stream-errors.js';
 import type { ParsedChunk, Usage } from '../streams/chat-stream-tracker.js';
 import type { EngineStreamSink } from '../streams/engine-stream.js';
 import { drainWaiter } from './drain-waiter.js';
+import { headerText, writeHead } from './response-head.js';
 
 export type StreamOutcome =
   | { kind: 'completed'; usage: Usage | undefined; finishReason: string | undefined }
@@ -40,6 +41,12 @@ export interface RelayOptions {
   clientGone: AbortSignal;
   /** Called once, when the first bytes are written to the client. */
   onFirstWrite?: () => void;
+  /**
+   * Called once the relay has the response (its head written, or its client gone), before
+   * anything else: the route gives the response up to it (a reply's `hijack`). A head node:http
+   * refuses is not taken over: the route's error answer has the response.
+   */
+  takeOver?: () => void;
 }
 
 export const SSE_HEADERS = {
@@ -52,7 +59,9 @@ export const SSE_HEADERS = {
  * Relays an engine stream to its HTTP client in the shape `encoder` gives it: a slow client
  * pauses the engine stream (no unbounded buffering), a client that goes away aborts the upstream
  * request at once, and a failure after the first byte ends the stream with the encoder's one
- * terminal error. Every streaming front's SSE goes through here.
+ * terminal error. Every streaming front's SSE goes through here. A head node:http refuses (it
+ * cannot happen with headerText's values) frees the engine and rejects with node's error,
+ * nothing written: the caller answers it as any error before the first byte.
  */
 export function relayStream(
   res: ServerResponse,
@@ -60,8 +69,8 @@ export function relayStream(
   encoder: StreamEncoder,
   options: RelayOptions,
 ): Promise<StreamOutcome> {
-  return new Promise<StreamOutcome>((resolve) =>
-    new StreamRelay(res, stream, encoder, options, resolve).start(),
+  return new Promise<StreamOutcome>((resolve, reject) =>
+    new StreamRelay(res, stream, encoder, options, resolve, reject).start(),
   );
 }
 
@@ -87,6 +96,7 @@ class StreamRelay implements EngineStreamSink {
     private readonly encoder: StreamEncoder,
     private readonly options: RelayOptions,
     private readonly resolve: (outcome: StreamOutcome) => void,
+    private readonly reject: (err: Error) => void,
   ) {}
 
   start(): void {
@@ -94,6 +104,7 @@ class StreamRelay implements EngineStreamSink {
     res.on('close', this.onClose);
     // The client may have gone between the stream opening and this relay taking it over.
     if (res.destroyed || options.clientGone.aborted) {
+      options.takeOver?.();
       this.onClose();
       return;
     }
@@ -105,10 +116,17 @@ class StreamRelay implements EngineStreamSink {
     };
     if (encoder.headers) Object.assign(headers, encoder.headers);
     const shown = this.stream.clientWorker;
-    if (shown !== undefined) headers['x-sluice-worker'] = shown;
+    if (shown !== undefined) headers['x-sluice-worker'] = headerText(shown);
     // The model that answers: another than the one asked for when it fell back.
-    headers['x-sluice-model'] = this.stream.models[0]!;
-    res.writeHead(200, headers);
+    headers['x-sluice-model'] = headerText(this.stream.models[0]!);
+    const refused = writeHead(res, 200, headers);
+    if (refused !== undefined) {
+      this.stream.abandon(refused);
+      res.off('close', this.onClose);
+      this.reject(refused);
+      return;
+    }
+    options.takeOver?.();
     const first = encoder.start();
     if (first !== undefined) res.write(first);
     options.onFirstWrite?.();

@@ -15,6 +15,7 @@ import {
   observeRequest,
   type RequestObserver,
 } from './request-observer.js';
+import { headerText } from './response-head.js';
 
 /** A request checked, admitted and translated: what the phases after it need. */
 interface Call {
@@ -159,11 +160,11 @@ async function relayOpened(
   try {
     observer.worker = stream.worker;
     observer.upstreamRequestId = stream.upstreamRequestId;
-    reply.hijack();
     const outcome = await relayStream(reply.raw, stream, call.encoder, {
       requestId: call.requestId,
       clientGone: call.clientGone,
       onFirstWrite: () => observer.firstByte(),
+      takeOver: () => reply.hijack(),
     });
     observer.trace?.response(stream.response);
     await endRelayedStream(
@@ -195,9 +196,9 @@ async function answerWhole(
     if (answer.contentType !== undefined) reply.header('content-type', answer.contentType);
     if (answer.headers) for (const [name, value] of Object.entries(answer.headers)) reply.header(name, value);
     const shown = done.attempt.worker.clientName;
-    if (shown !== undefined) reply.header('x-sluice-worker', shown);
+    if (shown !== undefined) reply.header('x-sluice-worker', headerText(shown));
     // The model that answered: another than the one asked for when it fell back.
-    reply.header('x-sluice-model', done.attempt.model);
+    reply.header('x-sluice-model', headerText(done.attempt.model));
     reply.send(answer.payload);
     observer.trace?.response(done.json);
     observer.finish(200, 'completed', { usage: done.json.usage });

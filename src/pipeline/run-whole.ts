@@ -10,6 +10,7 @@ import type { ApiHandler, ApiReply, ApiRequest } from './exchange.js';
 import type { WholeAnswer } from './front.js';
 import { headerForwarder, headerValue, parseRank } from './request-headers.js';
 import { endFailedRequest, observeRequest } from './request-observer.js';
+import { headerText } from './response-head.js';
 
 /** What a whole-answer front may need to know of the gateway's bounds to translate a request. */
 export interface BatchBounds {
@@ -142,7 +143,8 @@ function send(
   if (result.contentType !== undefined) reply.header('content-type', result.contentType);
   if (result.headers) for (const [name, value] of Object.entries(result.headers)) reply.header(name, value);
   const shown = [...new Set(done.map((d) => d.attempt.worker.clientName))];
-  if (shown.every((name) => name !== undefined)) reply.header('x-sluice-worker', shown.join(', '));
+  const names = shown.flatMap((name) => (name === undefined ? [] : [headerText(name)]));
+  if (names.length === shown.length) reply.header('x-sluice-worker', names.join(', '));
   reply.send(result.payload);
 }
 

@@ -1,6 +1,12 @@
 import { kindsOfCard, type ModelKind } from '../config/model-kind.js';
+import { type RefusedNames, screenNames } from './reported-names.js';
 import { callWorker } from './upstream-call.js';
 import type { Worker } from './worker.js';
+
+/** The most models one worker's `/v1/models` may list; the rest are ignored (a warning says so). */
+export const MAX_LISTED_MODELS = 4096;
+/** The most bytes of a `/v1/models` answer read (4096 cards of ~2 KiB each). */
+export const MODELS_MAX_BYTES = 8 * 1024 * 1024;
 
 export interface DiscoveredModels {
   ids: string[];
@@ -13,11 +19,26 @@ export interface DiscoveredModels {
   adapters: Map<string, string>;
   /** What each model that declares it serves (`kind`: see kindsOfCard). */
   kinds: Map<string, readonly ModelKind[]>;
+  /** Names refused by the rule of reported-names.ts. */
+  refused: RefusedNames;
+  /** Models listed past MAX_LISTED_MODELS, ignored. */
+  ignored: number;
 }
 
-/** Reads the models a worker serves from its OpenAI-compatible `/v1/models`, with their `max_model_len` and kinds. */
+/**
+ * Reads the models a worker serves from its OpenAI-compatible `/v1/models`, with their
+ * `max_model_len` and kinds: at most MODELS_MAX_BYTES of answer, at most MAX_LISTED_MODELS
+ * distinct models, each name one reported-names.ts accepts (the others are not served).
+ */
 export async function discoverModels(worker: Worker, timeoutMs: number): Promise<DiscoveredModels> {
-  const { status, text } = await callWorker(worker, 'GET', '/v1/models', timeoutMs);
+  const { status, text } = await callWorker(
+    worker,
+    'GET',
+    '/v1/models',
+    timeoutMs,
+    undefined,
+    MODELS_MAX_BYTES,
+  );
   if (status !== 200) throw new Error(`GET /v1/models answered HTTP ${status}`);
   let parsed: unknown;
   try {
@@ -27,22 +48,37 @@ export async function discoverModels(worker: Worker, timeoutMs: number): Promise
   }
   const data = (parsed as { data?: unknown }).data;
   if (!Array.isArray(data)) throw new Error('GET /v1/models has no data array');
-  const ids: string[] = [];
+  const listed = new Set<string>();
   const maxModelLen = new Map<string, number>();
   const kinds = new Map<string, readonly ModelKind[]>();
   const parents = new Map<string, string>();
+  const named = screenNames(
+    data.flatMap((entry) => {
+      const id = (entry as { id?: unknown } | null)?.id;
+      return typeof id === 'string' && id.length > 0 ? [id] : [];
+    }),
+  );
+  const accepted = new Set(named.accepted);
+  let ignored = 0;
   for (const entry of data) {
     const card = (entry ?? {}) as { id?: unknown; max_model_len?: unknown; kind?: unknown; parent?: unknown };
     const { id, max_model_len: length, parent } = card;
-    if (typeof id !== 'string' || id.length === 0) continue;
-    ids.push(id);
+    if (typeof id !== 'string' || !accepted.has(id) || listed.has(id)) continue;
+    if (listed.size === MAX_LISTED_MODELS) {
+      ignored++;
+      continue;
+    }
+    listed.add(id);
     if (typeof length === 'number' && Number.isSafeInteger(length) && length > 0) maxModelLen.set(id, length);
     const declared = kindsOfCard(card);
     if (declared) kinds.set(id, declared);
     if (typeof parent === 'string' && parent.length > 0 && parent !== id) parents.set(id, parent);
   }
-  if (ids.length === 0) throw new Error('GET /v1/models lists no model');
+  if (listed.size === 0) {
+    const refused = named.refused.count > 0 ? ` (${named.refused.count} names refused)` : '';
+    throw new Error(`GET /v1/models lists no model${refused}`);
+  }
   // An adapter's base model is one the engine lists too (else `parent` means something else).
-  const adapters = new Map([...parents].filter(([, base]) => ids.includes(base) && !parents.has(base)));
-  return { ids, maxModelLen, kinds, adapters };
+  const adapters = new Map([...parents].filter(([, base]) => listed.has(base) && !parents.has(base)));
+  return { ids: [...listed], maxModelLen, kinds, adapters, refused: named.refused, ignored };
 }

@@ -1,5 +1,6 @@
 import parsePrometheusText, { type PrometheusFamily } from 'parse-prometheus-text-format';
 import type { EngineSignals, LoraSignals, MetricNames, SignalSource } from './engine-signals.js';
+import { nameFault, RefusedNames } from './reported-names.js';
 
 /**
  * The metric names of each engine, and how a scrape's samples become one EngineSignals: the
@@ -68,6 +69,12 @@ const DIALECTS: readonly Dialect[] = [
 const MAX_REQUESTS = 1_000_000;
 /** Most LoRA adapter slots believed. */
 const MAX_LORA = 100_000;
+/**
+ * Most adapter names read of one reading's running, and of its waiting, adapters (the first ones,
+ * in the exporter's order): the rest are not read. What the gateway learns of them is bounded
+ * again per worker (`signals.maxAdapters`).
+ */
+export const MAX_ADAPTERS_READ = 4096;
 /** A ratio a little past 1 is rounding (a full cache); more is not a ratio. */
 const RATIO_SLACK = 0.01;
 
@@ -121,7 +128,12 @@ export function parseSamples(text: string): Map<string, Sample[]> {
 }
 
 export type SignalsParse =
-  | { readonly ok: true; readonly signals: EngineSignals }
+  | {
+      readonly ok: true;
+      readonly signals: EngineSignals;
+      /** Adapter names refused by the rule of reported-names.ts, if any. */
+      readonly refused?: RefusedNames | undefined;
+    }
   | { readonly ok: false; readonly reason: 'no_known_metrics' | 'invalid_values'; readonly message: string };
 
 class InvalidValue extends Error {}
@@ -190,16 +202,26 @@ function prefixCounters(
   return undefined;
 }
 
-function adapters(text: string | undefined): string[] {
-  if (!text) return [];
-  return [
-    ...new Set(
-      text
-        .split(',')
-        .map((a) => a.trim())
-        .filter((a) => a.length > 0),
-    ),
-  ];
+/** The names a reading's adapters are gathered into: distinct, screened, at most MAX_ADAPTERS_READ. */
+class AdapterNames {
+  readonly names = new Set<string>();
+  constructor(private readonly refused: RefusedNames) {}
+
+  /** Adds the names of a label (`a,b,c`). */
+  add(text: string | undefined): void {
+    if (!text) return;
+    let start = 0;
+    while (start <= text.length && this.names.size < MAX_ADAPTERS_READ) {
+      let end = text.indexOf(',', start);
+      if (end < 0) end = text.length;
+      const name = text.slice(start, end).trim();
+      start = end + 1;
+      if (name.length === 0 || this.names.has(name)) continue;
+      const fault = nameFault(name);
+      if (fault === undefined) this.names.add(name);
+      else this.refused.note(name, fault);
+    }
+  }
 }
 
 /**
@@ -207,7 +229,7 @@ function adapters(text: string | undefined): string[] {
  * combination was last current. Per scheduler (the labels besides the adapters), the latest
  * series is the present; over schedulers the adapters are joined and the slots the largest.
  */
-function lora(name: string, list: readonly Sample[]): LoraSignals | undefined {
+function lora(name: string, list: readonly Sample[], refused: RefusedNames): LoraSignals | undefined {
   const latest = new Map<string, Sample>();
   for (const sample of list) {
     if (!Number.isFinite(sample.value)) throw new InvalidValue(`${name} is ${sample.value}, not a time`);
@@ -217,18 +239,18 @@ function lora(name: string, list: readonly Sample[]): LoraSignals | undefined {
     if (!seen || sample.value >= seen.value) latest.set(key, sample);
   }
   if (latest.size === 0) return undefined;
-  const running = new Set<string>();
-  const waiting = new Set<string>();
+  const running = new AdapterNames(refused);
+  const waiting = new AdapterNames(refused);
   let max = 0;
   for (const { labels } of latest.values()) {
     const slots = Number(labels.max_lora ?? '');
     if (!Number.isInteger(slots) || slots < 0 || slots > MAX_LORA)
       throw new InvalidValue(`${name} has max_lora="${labels.max_lora ?? ''}", not a number of adapters`);
     max = Math.max(max, slots);
-    for (const a of adapters(labels.running_lora_adapters)) running.add(a);
-    for (const a of adapters(labels.waiting_lora_adapters)) waiting.add(a);
+    running.add(labels.running_lora_adapters);
+    waiting.add(labels.waiting_lora_adapters);
   }
-  return { running: [...running], waiting: [...waiting], max };
+  return { running: [...running.names], waiting: [...waiting.names], max };
 }
 
 /**
@@ -260,8 +282,11 @@ export function readEngineSignals(
     const rate = present(samples, dialect.prefixCacheHitRate);
     const cache = prefixCounters(samples, dialect.prefixCache);
     const loraSamples = dialect.lora === undefined ? undefined : samples.get(dialect.lora);
+    const refused = new RefusedNames();
+    const adapters = loraSamples && dialect.lora ? lora(dialect.lora, loraSamples, refused) : undefined;
     return {
       ok: true,
+      refused: refused.count > 0 ? refused : undefined,
       signals: {
         waiting: count(...waiting),
         running: count(...running),
@@ -270,7 +295,7 @@ export function readEngineSignals(
         prefixCacheQueries: cache?.queries,
         // A rate over no query yet is NaN, honestly: no rate.
         prefixCacheHitRate: rate && ratio(rate[0], rate[1], true),
-        lora: loraSamples && dialect.lora ? lora(dialect.lora, loraSamples) : undefined,
+        lora: adapters,
         scrapedAt,
         source: dialect.source,
       },

@@ -1,7 +1,7 @@
 import type { Logger } from 'pino';
 import type { SluiceConfig } from '../config/schema.js';
 import { ControlClosed } from '../errors/stream-errors.js';
-import { discoverModels } from './discovery.js';
+import { discoverModels, MAX_LISTED_MODELS } from './discovery.js';
 import type { WorkerRegistry } from './registry.js';
 import { callWorker } from './upstream-call.js';
 import type { Worker } from './worker.js';
@@ -52,6 +52,18 @@ export class HealthChecker {
         if (worker.configuredModels) this.registry.setModels(worker, worker.configuredModels);
         else {
           const found = await discoverModels(worker, this.options.timeoutMs);
+          if (found.refused.count > 0) {
+            this.log.warn(
+              { worker: worker.id, refused: found.refused.names, count: found.refused.count },
+              `${found.refused.count} model names on /v1/models of ${worker.id} are not served (too long, not Unicode, or with control characters)`,
+            );
+          }
+          if (found.ignored > 0) {
+            this.log.warn(
+              { worker: worker.id, ignored: found.ignored, max: MAX_LISTED_MODELS },
+              `/v1/models of ${worker.id} lists more than ${MAX_LISTED_MODELS} models: ${found.ignored} ignored`,
+            );
+          }
           worker.maxModelLen = found.maxModelLen;
           worker.adapters = found.adapters;
           worker.modelKinds = found.kinds;

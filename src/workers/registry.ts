@@ -125,25 +125,65 @@ export class WorkerRegistry {
 
   setModels(worker: Worker, models: readonly string[]): void {
     worker.models = new Set(models);
+    worker.learntAdapters.clear();
     worker.discovered = true;
     this.reindex();
   }
 
   /**
-   * Registers adapters its engine reports using (`lora.running`/`waiting` of its signals) that
-   * its `/v1/models` did not list (loaded since): requests for them may go to it from now on.
+   * One reading of a worker's engine signals named these adapters (`lora.running`/`waiting`):
+   * those its `/v1/models` did not list (loaded since) are served by it from now on, as long as
+   * readings go on naming them. At most `signals.maxAdapters` are known so per worker (names past
+   * it are ignored, and counted in the result); one that no reading named for
+   * `signals.adapterExpiryMs` (`now`: the monotonic clock, performance.now()) is not served by it
+   * any more. Costs the names read, and the models changed: nothing else when nothing changed.
    */
-  noteAdapters(worker: Worker, names: Iterable<string>): void {
-    let added: Map<string, string> | undefined;
+  noteAdapters(
+    worker: Worker,
+    names: Iterable<string>,
+    now: number = performance.now(),
+  ): { added: number; expired: number; ignored: number } {
+    const { maxAdapters, adapterExpiryMs } = this.config.signals;
+    const learnt = worker.learntAdapters;
+    const fresh: string[] = [];
     for (const name of names) {
-      if (name.length === 0 || worker.models.has(name)) continue;
-      added ??= new Map(worker.adapters);
-      added.set(name, '');
+      if (learnt.has(name)) learnt.set(name, now);
+      else if (name.length > 0 && !worker.models.has(name)) fresh.push(name);
     }
-    if (!added) return;
-    worker.adapters = added;
-    worker.models = new Set([...worker.models, ...added.keys()]);
-    this.reindex();
+    const expired: string[] = [];
+    for (const [name, namedAt] of learnt) if (now - namedAt > adapterExpiryMs) expired.push(name);
+    for (const name of expired) learnt.delete(name);
+    const added: string[] = [];
+    let ignored = 0;
+    for (const name of fresh) {
+      if (learnt.has(name)) continue;
+      if (learnt.size >= maxAdapters) {
+        ignored++;
+        continue;
+      }
+      learnt.set(name, now);
+      added.push(name);
+    }
+    if (added.length > 0 || expired.length > 0) {
+      const adapters = new Map(worker.adapters);
+      const models = new Set(worker.models);
+      for (const name of expired) {
+        adapters.delete(name);
+        models.delete(name);
+        worker.forgetModel(name);
+        const list = this.byModel.get(name)?.filter((w) => w !== worker) ?? [];
+        if (list.length > 0) this.byModel.set(name, list);
+        else this.byModel.delete(name);
+      }
+      for (const name of added) {
+        adapters.set(name, '');
+        models.add(name);
+        this.byModel.set(name, [...(this.byModel.get(name) ?? []), worker]);
+      }
+      worker.adapters = adapters;
+      worker.models = models;
+    }
+    return { added: added.length, expired: expired.length, ignored };
   }
 
   setHealthy(worker: Worker, healthy: boolean): void {

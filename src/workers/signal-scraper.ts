@@ -185,10 +185,26 @@ export class SignalScraper {
       state.last = parsed.signals;
       state.failure = undefined;
       state.missing = undefined;
+      if (parsed.refused && !state.namesRefusedLogged) {
+        state.namesRefusedLogged = true;
+        this.log.warn(
+          { worker: worker.id, refused: parsed.refused.names, count: parsed.refused.count },
+          `adapter names in ${state.path} of ${worker.id} are not served (too long, not Unicode, or with control characters)`,
+        );
+      }
       const lora = parsed.signals.lora;
-      // Adapters loaded since its `/v1/models` was read (an operator's `models:` list is kept as is).
-      if (lora && worker.discovered && !worker.configuredModels)
-        this.registry.noteAdapters(worker, [...lora.running, ...lora.waiting]);
+      // Adapters loaded since its `/v1/models` was read (an operator's `models:` list is kept as
+      // is); every reading ages those no reading names any more, with or without LoRA.
+      if (worker.discovered && !worker.configuredModels) {
+        const noted = this.registry.noteAdapters(worker, lora ? [...lora.running, ...lora.waiting] : []);
+        if (noted.ignored > 0 && !state.adaptersCappedLogged) {
+          state.adaptersCappedLogged = true;
+          this.log.warn(
+            { worker: worker.id, ignored: noted.ignored, max: this.options.maxAdapters },
+            `${state.path} of ${worker.id} names more adapters than signals.maxAdapters (${this.options.maxAdapters}): the rest are not served until some expire`,
+          );
+        }
+      }
     } catch (err) {
       const failure =
         err instanceof ScrapeError

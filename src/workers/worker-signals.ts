@@ -20,6 +20,9 @@ export class WorkerSignals {
   inFlight: Promise<void> | undefined;
   /** When the next scrape is due (Unix ms). */
   nextAt = 0;
+  /** The operator was told of adapter names refused (reported-names.ts), or past `signals.maxAdapters`: once. */
+  namesRefusedLogged = false;
+  adaptersCappedLogged = false;
 
   constructor(
     /** The names the worker is read with (`workers[].metrics.names`). */

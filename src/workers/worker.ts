@@ -88,6 +88,11 @@ export class Worker {
    * engine's signals (`lora.running`/`waiting`; base model unknown: ''). Each is among `models`.
    */
   adapters: ReadonlyMap<string, string> = new Map();
+  /**
+   * The adapters among `adapters` known only from its signals, to when a reading last named them
+   * (performance.now()): bounded and expired by WorkerRegistry.noteAdapters.
+   */
+  readonly learntAdapters = new Map<string, number>();
   /** What its models serve, for those its `/v1/models` declares it of (discovered workers only). */
   modelKinds: ReadonlyMap<string, readonly ModelKind[]> = new Map();
   lastError: { code: string; message: string } | null = null;
@@ -241,6 +246,11 @@ export class Worker {
       this.modelBreakers.set(model, breaker);
     }
     return breaker;
+  }
+
+  /** Drops what it holds for a model it no longer serves (its circuit for it). */
+  forgetModel(model: string): void {
+    this.modelBreakers.delete(model);
   }
 
   /** Whether both its own circuit and the model's would admit a request now. */

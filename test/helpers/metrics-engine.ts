@@ -48,7 +48,8 @@ function chatAnswer(): string {
 
 /** What its `/v1/models` lists: by default ENGINE_MODEL alone (`parent` names an adapter's base model). */
 export interface EngineModels {
-  models?: { id: string; parent?: string | null }[];
+  /** Other fields of a card (`root`, `max_model_len`...) are listed as they are. */
+  models?: ({ id: string; parent?: string | null } & Record<string, unknown>)[];
 }
 
 export async function startMetricsEngine(

@@ -3,6 +3,7 @@ import { InvalidValue } from '../../errors/request-errors.js';
 import { abortWhenClientLeaves } from '../../pipeline/client-watch.js';
 import type { ApiHandler, ApiReply } from '../../pipeline/exchange.js';
 import { SSE_HEADERS } from '../../pipeline/relay.js';
+import { headerText, writeHead } from '../../pipeline/response-head.js';
 import { responseCreate } from '../../pipeline/run-response.js';
 import { sseEventWriter } from '../../pipeline/sse-event-writer.js';
 import { listObject, pageOf, pageRequest } from '../../responses/pagination.js';
@@ -20,13 +21,15 @@ function startSse(
   worker?: string,
   model?: string,
 ): void {
-  reply.hijack();
-  reply.raw.writeHead(200, {
+  const refused = writeHead(reply.raw, 200, {
     ...SSE_HEADERS,
     'x-request-id': requestId,
-    ...(worker === undefined ? {} : { 'x-sluice-worker': worker }),
-    ...(model === undefined ? {} : { 'x-sluice-model': model }),
+    ...(worker === undefined ? {} : { 'x-sluice-worker': headerText(worker) }),
+    ...(model === undefined ? {} : { 'x-sluice-model': headerText(model) }),
   });
+  // Not taken over: the error answer has the response.
+  if (refused !== undefined) throw refused;
+  reply.hijack();
 }
 
 /** Streams a live run to a client: what it emitted so far, then each new event until the terminal one. */
@@ -86,8 +89,8 @@ export function responsesCreate(ctx: GatewayContext): ApiHandler {
       },
       answer: (json, worker, model) => {
         reply.code(200).header('content-type', JSON_TYPE).header('x-request-id', request.id);
-        if (worker !== undefined) reply.header('x-sluice-worker', worker);
-        if (model !== undefined) reply.header('x-sluice-model', model);
+        if (worker !== undefined) reply.header('x-sluice-worker', headerText(worker));
+        if (model !== undefined) reply.header('x-sluice-model', headerText(model));
         reply.send(Buffer.from(json));
       },
       watch: async (run) => {
