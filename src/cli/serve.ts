@@ -8,6 +8,7 @@ import { EMBEDDED_MODEL_NAME, EmbeddedWorker, ensureTinyModel } from '../engine/
 import { Gateway, openStore } from '../gateway.js';
 import { createLogger, type Logger } from '../observability/logger.js';
 import { POLICY_NAMES } from '../routing/types.js';
+import { keepServingOnUnhandledRejection } from './last-resort.js';
 import { collect, parseIntOption } from './options.js';
 import { onTermination } from './signals.js';
 import { assertPortFree } from './startup.js';
@@ -78,6 +79,7 @@ export function registerServe(program: Command): void {
         throw err;
       }
       const log = createLogger(config.log.level, undefined, config.log.format);
+      keepServingOnUnhandledRejection(log);
       if (cluster.isWorker) return serveClusterProcess(config, log);
       // Before the embedded engine loads its model: a port in use is known in a millisecond.
       await assertPortFree(config.server.host, config.server.port);
