@@ -11,7 +11,8 @@ import type { CompletedResponse, Continuation, DispatchRequest, OpenedStream, Re
 
 /**
  * A request's models, in order: its own, then its fallbacks (the request's `fallbacks`, else its
- * model's configured ones; a fallback's own fallbacks are not followed). Before the first byte,
+ * model's configured ones less those the caller's key may not use; each model once; a
+ * fallback's own fallbacks are not followed). Before the first byte,
  * a failure that moves on (fallback.ts) sends the request to the next model at once, within the
  * one budget of the request (`timeouts.deadlineMs` of its own model, from its arrival). After the
  * first byte, a stream that no worker of its model can resume is continued on the next model
@@ -28,15 +29,28 @@ export class FallbackChain {
     private readonly maxTextLength: number,
   ) {}
 
-  /** The models after the request's own it may move to. */
+  /**
+   * The models after the request's own it may move to: those it named (admitted already), else
+   * its model's configured ones that its key may use; each once, never its own model again.
+   */
   rest(request: DispatchRequest): readonly string[] {
-    return request.fallbacks ?? this.settings.fallbacks(request.model);
+    const listed = request.fallbacks ?? this.settings.fallbacks(request.model);
+    if (listed.length === 0) return listed;
+    const mayUse = request.mayUse;
+    const seen = new Set([request.model]);
+    const rest: string[] = [];
+    for (const model of listed) {
+      if (seen.has(model) || (mayUse !== undefined && !mayUse(model))) continue;
+      seen.add(model);
+      rest.push(model);
+    }
+    return rest;
   }
 
   /** Opens a stream on the request's model, then on each fallback while its failures move on. */
   open(request: DispatchRequest): Promise<OpenedStream> {
     const profile = this.settings.of(request.model);
-    const rest = request.fallbacks ?? profile.fallbacks;
+    const rest = this.rest(request);
     // The usual case, without an async frame of its own: a model without fallbacks.
     if (rest.length === 0) return this.attempts.openOnModel(request, profile);
     return this.walk(request, profile, rest, 'open');
@@ -45,7 +59,7 @@ export class FallbackChain {
   /** Sends a non-streaming request and reads its whole answer, falling back as `open` does. */
   complete(request: DispatchRequest): Promise<CompletedResponse> {
     const profile = this.settings.of(request.model);
-    const rest = request.fallbacks ?? profile.fallbacks;
+    const rest = this.rest(request);
     if (rest.length === 0) return this.attempts.completeOnModel(request, profile);
     return this.walk(request, profile, rest, 'complete');
   }
