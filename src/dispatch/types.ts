@@ -52,6 +52,15 @@ export interface DispatchRequest {
 /** Whether a model may be used (the caller's key's rule, auth/api-keys.ts keyAllowsModel). */
 export type ModelRule = (model: string) => boolean;
 
+/**
+ * The engine attempts one model of a chain may make: at most `max` (its share of what the chain
+ * has left), and never past the chain's own count (`chain.left`, taken one by each attempt made).
+ */
+export interface AttemptShare {
+  readonly max: number;
+  readonly chain: { left: number };
+}
+
 export interface OpenedStream {
   attempt: Attempt;
   stream: EngineStream;
