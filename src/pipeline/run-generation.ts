@@ -136,7 +136,7 @@ async function openAndRelay(
     requestId,
     clientGone: signal,
     grant: call.grant,
-    encoder: call.translation.encoder(requestId),
+    encoder: call.translation.encoder(requestId, stream.attemptModel),
   };
   return relayOpened(ctx, relay, stream, reply, observer);
 }
