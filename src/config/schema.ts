@@ -292,7 +292,17 @@ export const configSchema = z.strictObject({
        * again; past it the request moves to its next model at once (or ends with the 429/503).
        */
       maxRetryAfterMs: nonNegativeInt.default(10_000),
+      /**
+       * Engine attempts one request makes over its whole fallback chain, every model together
+       * (each model still at most `maxAttempts`); default twice `maxAttempts`. Past it the chain
+       * ends with its last failure.
+       */
+      maxChainAttempts: positiveInt.optional(),
     })
+    .transform(({ maxChainAttempts, ...r }) => ({
+      ...r,
+      maxChainAttempts: maxChainAttempts ?? 2 * r.maxAttempts,
+    }))
     .prefault({}),
   timeouts: timeoutsSchema
     .partial()

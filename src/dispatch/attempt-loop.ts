@@ -23,7 +23,7 @@ import { Attempt } from './attempt.js';
 import { classifyRequestError, isUnreachable, outcomeOf } from './classify-upstream-error.js';
 import { withPriority } from './engine-priority.js';
 import { BodyTooLarge, failedFinishOf, HeldFull, readBounded, readLimited } from './read-body.js';
-import type { CompletedResponse, DispatchRequest, OpenedStream } from './types.js';
+import type { AttemptShare, CompletedResponse, DispatchRequest, OpenedStream } from './types.js';
 import type { WorkerPicker } from './worker-picker.js';
 
 const ERROR_BODY_LIMIT = 64 * 1024;
@@ -51,12 +51,15 @@ export class AttemptLoop {
     private readonly held?: HeldBytes | undefined,
   ) {}
 
-  /** Opens a stream on the request's own model that has produced its first output chunk. */
-  openOnModel(req: DispatchRequest, profile: ModelProfile): Promise<OpenedStream> {
+  /**
+   * Opens a stream on the request's own model that has produced its first output chunk, in at
+   * most `share`'s attempts.
+   */
+  openOnModel(req: DispatchRequest, profile: ModelProfile, share: AttemptShare): Promise<OpenedStream> {
     const timeouts = profile.timeouts;
     const deadlineAt = deadlineOf(req, profile);
     const itl = this.metrics.folded(this.metrics.interTokenLatency, req.api, req.model);
-    return this.withRetries(req, profile, deadlineAt, async (attempt) => {
+    return this.withRetries(req, profile, deadlineAt, share, async (attempt) => {
       // Within the request's one budget: a route that would outlast it is not waited for.
       const headersMs = Math.max(1, Math.min(timeouts.headersMs, deadlineAt - performance.now()));
       const response = await this.send(req, attempt, headersMs);
@@ -87,11 +90,15 @@ export class AttemptLoop {
     });
   }
 
-  /** Sends a non-streaming request on the request's own model and reads its whole JSON answer. */
-  completeOnModel(req: DispatchRequest, profile: ModelProfile): Promise<CompletedResponse> {
+  /** Sends a non-streaming request on the request's own model and reads its whole JSON answer (`share` as openOnModel). */
+  completeOnModel(
+    req: DispatchRequest,
+    profile: ModelProfile,
+    share: AttemptShare,
+  ): Promise<CompletedResponse> {
     const timeouts = profile.timeouts;
     const deadlineAt = deadlineOf(req, profile);
-    return this.withRetries(req, profile, deadlineAt, async (attempt) => {
+    return this.withRetries(req, profile, deadlineAt, share, async (attempt) => {
       // A non-streaming engine answers its headers only when generation is done: the deadline bounds it.
       const remaining = Math.max(1, deadlineAt - performance.now());
       const deadline = setTimeout(
@@ -161,9 +168,13 @@ export class AttemptLoop {
     req: DispatchRequest,
     profile: ModelProfile,
     deadlineAt: number,
+    share: AttemptShare,
     run: (attempt: Attempt) => Promise<T>,
   ): Promise<T> {
-    const { maxAttempts, backoffMs, maxBackoffMs } = this.config.retry;
+    const { backoffMs, maxBackoffMs } = this.config.retry;
+    // The model's own retries, within its share of the chain's attempts.
+    const maxAttempts = Math.min(this.config.retry.maxAttempts, share.max);
+    const chain = share.chain;
     /** Workers that failed this request's earlier attempts (made at the first failure). */
     let tried: Set<string> | undefined;
     /** Workers that did not answer in time: never tried again for this request. */
@@ -171,7 +182,7 @@ export class AttemptLoop {
     let lastError: SluiceError | undefined;
     /** The wait an engine asked for before the same route is tried again (its Retry-After). */
     let asked = 0;
-    for (let n = 0; n < maxAttempts; n++) {
+    for (let n = 0; n < maxAttempts && chain.left > 0; n++) {
       if (n > 0) {
         const backoff = Math.min(maxBackoffMs, backoffMs * 2 ** (n - 1)) * (0.5 + Math.random() / 2);
         const delay = Math.max(backoff, asked);
@@ -188,6 +199,7 @@ export class AttemptLoop {
       try {
         const acquired = this.picker.acquire(req, { number: n, deadlineAt, tried, silent, routed });
         attempt = acquired instanceof Attempt ? acquired : await acquired;
+        chain.left--;
       } catch (err) {
         if (routed) req.trace?.routingFailed(routed, err);
         // After a failed attempt, "no other worker" is less telling than what went wrong.
@@ -230,7 +242,7 @@ export class AttemptLoop {
           // Only the same route waits: with an untried worker of the model left, it goes there at once.
           if (this.picker.everyWorkerTried(req.model, tried)) asked = ms;
         }
-        if (n + 1 < maxAttempts) this.noteRetry(req, attempt, err);
+        if (n + 1 < maxAttempts && chain.left > 0) this.noteRetry(req, attempt, err);
       } finally {
         req.signal.removeEventListener('abort', onClientGone);
       }

@@ -43,7 +43,15 @@ export class Dispatcher {
   ) {
     const picker = new WorkerPicker(registry, router, requests, metrics, log, flow);
     const attempts = new AttemptLoop(config, picker, health, metrics, log, held);
-    this.chain = new FallbackChain(attempts, registry, settings, metrics, log, config.limits.maxBodyBytes);
+    this.chain = new FallbackChain(
+      attempts,
+      config.retry,
+      registry,
+      settings,
+      metrics,
+      log,
+      config.limits.maxBodyBytes,
+    );
   }
 
   /** A request's models in order (its own, then its fallbacks), and continuing a cut stream on them. */

@@ -1,4 +1,5 @@
 import type { ModelProfile, ModelSettings } from '../config/model-settings.js';
+import type { SluiceConfig } from '../config/schema.js';
 import { isSluiceError } from '../errors/base.js';
 import { NoWorkerAvailable } from '../errors/http-errors.js';
 import type { Logger } from '../observability/logger.js';
@@ -7,11 +8,21 @@ import type { WorkerRegistry } from '../workers/registry.js';
 import { type AttemptLoop, deadlineOf } from './attempt-loop.js';
 import { continuationBody } from './continuation.js';
 import { type FallbackReason, fallbackReason, retargetPayload } from './fallback.js';
-import type { CompletedResponse, Continuation, DispatchRequest, OpenedStream, ResumePlan } from './types.js';
+import type {
+  AttemptShare,
+  CompletedResponse,
+  Continuation,
+  DispatchRequest,
+  OpenedStream,
+  ResumePlan,
+} from './types.js';
 
 /**
  * A request's models, in order: its own, then its fallbacks (the request's `fallbacks`, else its
- * model's configured ones; a fallback's own fallbacks are not followed). Before the first byte,
+ * model's configured ones less those the caller's key may not use; each model once; a
+ * fallback's own fallbacks are not followed). One count of engine attempts bounds the whole
+ * chain (`retry.maxChainAttempts`), each model making at most its `retry.maxAttempts` and
+ * leaving one for each model after it while the count lasts. Before the first byte,
  * a failure that moves on (fallback.ts) sends the request to the next model at once, within the
  * one budget of the request (`timeouts.deadlineMs` of its own model, from its arrival). After the
  * first byte, a stream that no worker of its model can resume is continued on the next model
@@ -20,6 +31,7 @@ import type { CompletedResponse, Continuation, DispatchRequest, OpenedStream, Re
 export class FallbackChain {
   constructor(
     private readonly attempts: AttemptLoop,
+    private readonly retry: SluiceConfig['retry'],
     private readonly registry: WorkerRegistry,
     private readonly settings: ModelSettings,
     private readonly metrics: GatewayMetrics,
@@ -28,26 +40,55 @@ export class FallbackChain {
     private readonly maxTextLength: number,
   ) {}
 
-  /** The models after the request's own it may move to. */
+  /**
+   * The models after the request's own it may move to: those it named (admitted already), else
+   * its model's configured ones that its key may use; each once, never its own model again.
+   */
   rest(request: DispatchRequest): readonly string[] {
-    return request.fallbacks ?? this.settings.fallbacks(request.model);
+    const listed = request.fallbacks ?? this.settings.fallbacks(request.model);
+    if (listed.length === 0) return listed;
+    const mayUse = request.mayUse;
+    const seen = new Set([request.model]);
+    const rest: string[] = [];
+    for (const model of listed) {
+      if (seen.has(model) || (mayUse !== undefined && !mayUse(model))) continue;
+      seen.add(model);
+      rest.push(model);
+    }
+    return rest;
   }
 
   /** Opens a stream on the request's model, then on each fallback while its failures move on. */
   open(request: DispatchRequest): Promise<OpenedStream> {
     const profile = this.settings.of(request.model);
-    const rest = request.fallbacks ?? profile.fallbacks;
+    const rest = this.rest(request);
     // The usual case, without an async frame of its own: a model without fallbacks.
-    if (rest.length === 0) return this.attempts.openOnModel(request, profile);
+    if (rest.length === 0) return this.attempts.openOnModel(request, profile, this.alone());
     return this.walk(request, profile, rest, 'open');
   }
 
   /** Sends a non-streaming request and reads its whole answer, falling back as `open` does. */
   complete(request: DispatchRequest): Promise<CompletedResponse> {
     const profile = this.settings.of(request.model);
-    const rest = request.fallbacks ?? profile.fallbacks;
-    if (rest.length === 0) return this.attempts.completeOnModel(request, profile);
+    const rest = this.rest(request);
+    if (rest.length === 0) return this.attempts.completeOnModel(request, profile, this.alone());
     return this.walk(request, profile, rest, 'complete');
+  }
+
+  /** The attempts of a model with nothing after it: the chain's whole count. */
+  private alone(): AttemptShare {
+    const left = this.retry.maxChainAttempts;
+    return { max: left, chain: { left } };
+  }
+
+  /**
+   * A model's share of what the chain has left: all of it but one attempt for each model after
+   * it that some worker serves (at least one while any is left).
+   */
+  private share(chain: { left: number }, after: readonly string[]): AttemptShare {
+    let later = 0;
+    for (const model of after) if (this.registry.knowsModel(model)) later++;
+    return { max: Math.max(1, chain.left - later), chain };
   }
 
   private walk(
@@ -71,16 +112,20 @@ export class FallbackChain {
     const deadlineAt = deadlineOf(request, profile);
     let current: DispatchRequest = { ...request, fallbacks: rest, deadlineAt };
     let settings = profile;
+    const chain = { left: this.retry.maxChainAttempts };
     for (let hop = 1; ; hop++) {
+      const share = this.share(chain, current.fallbacks ?? []);
       try {
         return how === 'open'
-          ? await this.attempts.openOnModel(current, settings)
-          : await this.attempts.completeOnModel(current, settings);
+          ? await this.attempts.openOnModel(current, settings, share)
+          : await this.attempts.completeOnModel(current, settings, share);
       } catch (raw) {
         if (!isSluiceError(raw)) throw raw;
         const next = this.nextKnown(current.fallbacks ?? []);
         const reason = next === undefined ? undefined : fallbackReason(raw);
         if (next === undefined || reason === undefined) throw raw;
+        // The chain's attempts spent, or its one budget: the last failure is the answer.
+        if (chain.left <= 0) throw raw;
         if (request.signal.aborted || performance.now() >= deadlineAt) throw raw;
         this.note(request, current.model, next.model, reason, raw.code);
         current = {
@@ -156,6 +201,8 @@ export class FallbackChain {
     const next = continuationBody(request.api, body, continuation);
     if (!next) throw new NoWorkerAvailable(request.model, 1, 'no continuation can be built');
     const requestId = `${request.requestId}-resume${continuation.number}`;
+    // Each continuation has the chain's count of attempts, its own model and fallbacks together.
+    const chain = { left: this.retry.maxChainAttempts };
     let last: unknown;
     if (sameModel) {
       try {
@@ -168,13 +215,16 @@ export class FallbackChain {
             fallbacks: [],
           },
           this.settings.of(request.model),
+          this.share(chain, fallbacks),
         );
       } catch (err) {
         last = err;
       }
     }
-    for (const model of fallbacks) {
-      if (request.signal.aborted || !this.registry.knowsModel(model)) continue;
+    for (let i = 0; i < fallbacks.length; i++) {
+      const model = fallbacks[i]!;
+      if (request.signal.aborted || chain.left <= 0) break;
+      if (!this.registry.knowsModel(model)) continue;
       try {
         const opened = await this.attempts.openOnModel(
           {
@@ -185,6 +235,7 @@ export class FallbackChain {
             fallbacks: [],
           },
           this.settings.of(model),
+          this.share(chain, fallbacks.slice(i + 1)),
         );
         this.note(request, request.model, model, 'stream_cut', 'stream_cut');
         return opened;

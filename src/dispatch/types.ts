@@ -38,10 +38,27 @@ export interface DispatchRequest {
    * configured fallbacks; empty, none.
    */
   fallbacks?: readonly string[] | undefined;
+  /**
+   * Whether the caller's key may use a model (undefined: every model), the rule its own model
+   * and fallbacks were admitted by: the chain never moves to a model it may not use.
+   */
+  mayUse: ModelRule | undefined;
   /** When the request's one budget ends (`performance.now()` clock); its own model's deadline when unset. */
   deadlineAt?: number | undefined;
   /** Its tenant, priority class and queue deadline, for flow control (defaults when unset). */
   flow?: FlowTicket | undefined;
+}
+
+/** Whether a model may be used (the caller's key's rule, auth/api-keys.ts keyAllowsModel). */
+export type ModelRule = (model: string) => boolean;
+
+/**
+ * The engine attempts one model of a chain may make: at most `max` (its share of what the chain
+ * has left), and never past the chain's own count (`chain.left`, taken one by each attempt made).
+ */
+export interface AttemptShare {
+  readonly max: number;
+  readonly chain: { left: number };
 }
 
 export interface OpenedStream {

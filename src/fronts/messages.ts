@@ -40,9 +40,10 @@ export const MESSAGES_FRONT: GenerationFront = {
       // The same text as chat's: a conversation routes alike on either API (cache-aware routing).
       promptText: () => chatPromptText(chatBody),
       hiddenUsage: false,
-      encoder: (requestId) => new MessagesStreamEncoder(requestId, body.model, body.stop_sequences),
+      // The model that answers, as chat's chunks and whole answers name it (a fallback, when it fell back).
+      encoder: (requestId, model) => new MessagesStreamEncoder(requestId, model, body.stop_sequences),
       answer: (done) => ({
-        payload: toMessage(done.json, body.model, body.stop_sequences),
+        payload: toMessage(done.json, done.attempt.model, body.stop_sequences),
         headers: { 'request-id': request.id },
       }),
       traced: request.body as Record<string, unknown>,

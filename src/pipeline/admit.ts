@@ -3,6 +3,7 @@ import type { Grant } from '../auth/access-control.js';
 import { keyAllowsModel } from '../auth/index.js';
 import type { SluiceConfig } from '../config/schema.js';
 import type { FlowTicket } from '../dispatch/flow-control.js';
+import type { ModelRule } from '../dispatch/types.js';
 import { ModelNotAllowed } from '../errors/auth-errors.js';
 import { GatewayShuttingDown } from '../errors/http-errors.js';
 import { InvalidValue } from '../errors/request-errors.js';
@@ -32,20 +33,31 @@ export function admitRequest(
 }
 
 /**
+ * Which models the caller's key may use (undefined: every model): the one rule its model was
+ * admitted by (AccessControl.admit), its own fallbacks are checked by (checkedFallbacks), and its
+ * model's configured fallbacks are filtered by (the dispatcher's chain skips those it may not use).
+ */
+export function modelRule(grant: Grant | undefined): ModelRule | undefined {
+  const key = grant?.key;
+  if (key === undefined || key.models === null) return undefined;
+  return (model) => keyAllowsModel(key, model);
+}
+
+/**
  * The models a client named to answer when its own cannot (its body's `fallbacks`), checked as
  * its model is: each one served (else a 404 model_not_found) and allowed to the caller's key
  * (else a 403 model_not_allowed). Undefined when the client named none: the model's configured
- * fallbacks apply then.
+ * fallbacks apply then, less those the key may not use (`mayUse`, modelRule).
  */
 export function checkedFallbacks(
   ctx: PipelineContext,
-  grant: Grant | undefined,
+  mayUse: ModelRule | undefined,
   fallbacks: readonly string[] | null | undefined,
 ): readonly string[] | undefined {
   if (fallbacks === undefined || fallbacks === null) return undefined;
   for (const model of fallbacks) {
     ctx.dispatcher.assertModel(model);
-    if (grant && !keyAllowsModel(grant.key, model)) throw new ModelNotAllowed(model);
+    if (mayUse !== undefined && !mayUse(model)) throw new ModelNotAllowed(model);
   }
   return fallbacks;
 }

@@ -26,8 +26,8 @@ export interface Translation {
   promptText(): string;
   /** Usage asked of the engine for the key's counters only: never shown to the client. */
   readonly hiddenUsage: boolean;
-  /** How the stream is written (streams only). */
-  encoder(requestId: string): StreamEncoder;
+  /** How the stream is written (streams only); `model` answers its first part (a fallback, when it fell back). */
+  encoder(requestId: string, model: string): StreamEncoder;
   /** The whole answer, from the engine's (non-streaming only). */
   answer(done: CompletedResponse): WholeAnswer;
   /** What the request's span records of it. */

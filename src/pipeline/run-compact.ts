@@ -1,7 +1,7 @@
 import { compactConversation, compactRequestSchema } from '../responses/compaction.js';
 import type { PdfReader } from '../responses/pdf-reader.js';
 import type { Store } from '../storage/types.js';
-import { admitRequest } from './admit.js';
+import { admitRequest, modelRule } from './admit.js';
 import { abortWhenClientLeaves } from './client-watch.js';
 import type { PipelineContext } from './context.js';
 import type { ApiHandler } from './exchange.js';
@@ -37,6 +37,7 @@ export function compactHandler(ctx: CompactPipelineContext): ApiHandler {
         signal,
         receivedAt: performance.now(),
         caller: grant?.key.id ?? null,
+        mayUse: modelRule(grant),
         pdf: ctx.responses.pdf,
       });
       void ctx.access.recordUsage(grant, {

@@ -2,7 +2,7 @@ import type { Grant } from '../auth/access-control.js';
 import { Cancellation } from '../dispatch/cancellation.js';
 import type { DispatchRequest } from '../dispatch/dispatcher.js';
 import type { ResumableStream, ResumePlan } from '../dispatch/resumable-stream.js';
-import { admitRequest, checkedFallbacks, flowTicket } from './admit.js';
+import { admitRequest, checkedFallbacks, flowTicket, modelRule } from './admit.js';
 import { abortWhenClientLeaves } from './client-watch.js';
 import type { PipelineContext } from './context.js';
 import type { ApiHandler, ApiReply, ApiRequest } from './exchange.js';
@@ -85,6 +85,7 @@ function prepare(
   for (const [param, value] of translation.outputTokens) dispatcher.assertOutputTokens(model, param, value);
   observer.model = model;
   observer.trace?.request(model, translation.traced);
+  const mayUse = modelRule(grant);
   const dispatch: DispatchRequest = {
     api: front.api,
     path: translation.path,
@@ -102,7 +103,8 @@ function prepare(
     signal: abortWhenClientLeaves(reply, new Cancellation()).signal,
     receivedAt: performance.now(),
     trace: observer.trace,
-    fallbacks: checkedFallbacks(ctx, grant, translation.fallbacks),
+    fallbacks: checkedFallbacks(ctx, mayUse, translation.fallbacks),
+    mayUse,
     flow: flowTicket(ctx.config, grant, request.headers),
   };
   // A resumable stream keeps its body (a continuation is built from it); others keep none.
@@ -135,7 +137,7 @@ async function openAndRelay(
     requestId,
     clientGone: signal,
     grant: call.grant,
-    encoder: call.translation.encoder(requestId),
+    encoder: call.translation.encoder(requestId, stream.attemptModel),
   };
   return relayOpened(ctx, relay, stream, reply, observer);
 }

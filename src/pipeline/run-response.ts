@@ -6,7 +6,7 @@ import type { Caller } from '../responses/ownership.js';
 import { type CreateResponseRequest, createResponseSchema } from '../responses/request-schema.js';
 import type { EventWriter, ResponseRun } from '../responses/response-run.js';
 import type { PreparedResponse, ResponsesService, Terminal } from '../responses/service.js';
-import { admitRequest, checkedFallbacks, flowTicket } from './admit.js';
+import { admitRequest, checkedFallbacks, flowTicket, modelRule } from './admit.js';
 import type { PipelineContext } from './context.js';
 import { headerForwarder, headerValue, parseResumeHeader } from './request-headers.js';
 import {
@@ -100,6 +100,7 @@ async function create(
     // The key this request came with owns what it makes, and may only continue what it owns.
     const caller = grant?.key.id ?? channel.caller ?? null;
     const context = await channel.context?.(request);
+    const mayUse = modelRule(grant);
     const prepared = await ctx.responses.prepare({
       request,
       requestId: channel.requestId,
@@ -117,7 +118,8 @@ async function create(
       trace,
       caller,
       context,
-      fallbacks: checkedFallbacks(ctx, grant, request.fallbacks),
+      fallbacks: checkedFallbacks(ctx, mayUse, request.fallbacks),
+      mayUse,
     });
     trace?.response({ id: prepared.response.id, model: prepared.response.model });
     if (request.background) return await runInBackground(ctx, channel, prepared, observer, request);

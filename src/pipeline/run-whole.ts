@@ -3,7 +3,7 @@ import { Cancellation } from '../dispatch/cancellation.js';
 import type { CompletedResponse, DispatchRequest } from '../dispatch/dispatcher.js';
 import { ClientDisconnected } from '../errors/http-errors.js';
 import type { ApiName } from '../observability/metrics.js';
-import { admitRequest, flowTicket } from './admit.js';
+import { admitRequest, flowTicket, modelRule } from './admit.js';
 import { abortWhenClientLeaves } from './client-watch.js';
 import type { PipelineContext } from './context.js';
 import type { ApiHandler, ApiReply, ApiRequest } from './exchange.js';
@@ -108,6 +108,7 @@ export function wholeAnswerHandler(ctx: PipelineContext, front: WholeFront): Api
         receivedAt: performance.now(),
         trace: observer.trace,
         flow: flowTicket(ctx.config, grant, request.headers),
+        mayUse: modelRule(grant),
       };
       const done = translation.parts
         ? await dispatchParts(ctx, dispatch, translation.parts, cancel)

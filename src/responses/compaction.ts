@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import type { Engine } from '../dispatch/engine.js';
+import type { ModelRule } from '../dispatch/types.js';
 import { MissingParameter } from '../errors/request-errors.js';
 import { UpstreamBadResponse } from '../errors/upstream-errors.js';
 import type { Store } from '../storage/types.js';
@@ -56,6 +57,8 @@ export interface CompactCall {
   signal: AbortSignal;
   receivedAt: number;
   caller: Caller;
+  /** Which models the calling key may use (undefined: every model); the model's fallbacks obey it. */
+  mayUse: ModelRule | undefined;
   /** Reads the PDFs of `input_file` parts. */
   pdf: PdfReader;
 }
@@ -102,6 +105,7 @@ export async function compactConversation(
     headers: call.headers,
     signal: call.signal,
     receivedAt: call.receivedAt,
+    mayUse: call.mayUse,
   });
   const choice = (completed.json.choices as { message?: { content?: unknown } }[] | undefined)?.[0];
   const summary = choice?.message?.content;

@@ -4,6 +4,7 @@ import type { DispatchRequest } from '../dispatch/dispatcher.js';
 import type { Engine } from '../dispatch/engine.js';
 import type { FlowTicket } from '../dispatch/flow-control.js';
 import type { ResumableStream, ResumePlan } from '../dispatch/resumable-stream.js';
+import type { ModelRule } from '../dispatch/types.js';
 import { UnmatchedCallOutput } from '../errors/request-content-errors.js';
 import { InvalidValue } from '../errors/request-errors.js';
 import type { RequestTrace } from '../observability/tracing.js';
@@ -42,6 +43,8 @@ export interface CreateCall {
   caller: Caller;
   /** The models the client named to answer when its own cannot (checked by the pipeline). */
   fallbacks?: readonly string[] | undefined;
+  /** Which models the calling key may use (undefined: every model); the chain obeys it. */
+  mayUse: ModelRule | undefined;
   /** What came before, already resolved (a WebSocket connection's own cache); else read from the store. */
   context?: ResolvedContext | undefined;
 }
@@ -110,6 +113,7 @@ export class ResponseTranslator {
       receivedAt: call.receivedAt,
       trace: call.trace,
       fallbacks: call.fallbacks,
+      mayUse: call.mayUse,
       flow: call.flow,
     };
     return {
