@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { StoreError } from '../src/errors/storage-errors.js';
 import { SqliteStore, SqliteSyncStore, type StoredResponse } from '../src/storage/index.js';
-import { metric, perTest, post } from './helpers/gateway.js';
+import { eventually, metric, perTest, post } from './helpers/gateway.js';
 import { chatStream, responseEvents } from './helpers/response-events.js';
 
 /**
@@ -204,6 +204,32 @@ describe('SQLite: a locked database at the end of a stream', () => {
     expect(terminal.at - lastDelta.at).toBeLessThan(1.5 * busyTimeoutMs);
     // Truthful: nothing was stored, as the client was told.
     expect((await fetch(`${gateway.url}/v1/responses/${failed.response.id}`)).status).toBe(404);
+  });
+  it('the same for a background response streamed to its client (its progress write in flight does not add a wait)', async () => {
+    const busyTimeoutMs = 800;
+    const [worker] = await fx.mocks(1, { tokensPerSecond: 20, defaultMaxTokens: 60 });
+    const path = join(tempDir(), 'sluice.db');
+    const gateway = await fx.gateway({
+      workers: [{ url: worker!.url }],
+      storage: { kind: 'sqlite', path, busyTimeoutMs },
+      responses: { heartbeatMs: 100, leaseMs: 1_000, sweepIntervalMs: 100 },
+    });
+    const streaming = timedResponseEvents(
+      `${gateway.url}/v1/responses`,
+      responsesBody({ stream: true, background: true }),
+    );
+    // Queued and stored; then the lock is taken while it generates.
+    await eventually(async () => worker!.stats.inflight === 1, 5_000);
+    const lock = await holdWriteLock(path, 10 * busyTimeoutMs);
+    const events = await streaming;
+    expect(lock.released()).toBe(false);
+
+    const lastDelta = events.filter((e) => e.type === 'response.output_text.delta').at(-1)!;
+    const terminal = events.at(-1)!;
+    expect(terminal.type).toBe('response.failed');
+    const failed = JSON.parse(terminal.data) as { response: { id: string; error: { code: string } } };
+    expect(failed.response.error.code).toBe('store_write_failed');
+    expect(terminal.at - lastDelta.at).toBeLessThan(1.5 * busyTimeoutMs);
   });
 });
 
