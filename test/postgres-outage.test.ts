@@ -209,7 +209,8 @@ describe('PostgreSQL unreachable for longer than the lease, then back', { timeou
     for (const proxy of proxies.splice(0)) await proxy.close();
   });
 
-  it("a replica's sweeper ends neither its own running responses nor those of a replica it was cut off with", async () => {
+  /** Two replicas, each reaching the database through its own proxy, each running a background response. */
+  async function twoReplicas() {
     const target = new URL(POSTGRES_URL);
     const [toA, toB] = await Promise.all(
       [0, 1].map(() => startTcpProxy(Number(target.port || 5432), target.hostname)),
@@ -252,26 +253,49 @@ describe('PostgreSQL unreachable for longer than the lease, then back', { timeou
       });
     }
 
-    // Both replicas lose the database for longer than the lease: both leases lapse in the store.
-    await Promise.all([toA!.cut(), toB!.cut()]);
-    await sleep(responses.leaseMs * 1.5);
-    // A is back first; B a while later (within a lease of A's return), as after a network blip.
-    await toA!.restore();
-    await sleep(responses.leaseMs * 0.4);
-    await toB!.restore();
-
-    // Neither ends: A's sweeper (which runs every 100 ms) must take neither its own running
-    // response nor B's for an orphan; both run to their end and are stored completed.
-    await eventually(async () => {
-      const [x, y] = await Promise.all([stored(a!, onA), stored(a!, onB)]);
-      return x?.status !== 'in_progress' && y?.status !== 'in_progress';
-    }, 20_000);
     const ended = async (id: string) => {
       const body = await stored(b!, id);
       return `${body?.status} ${body?.error?.code ?? ''}`.trim();
     };
+    // Both ended (by their runs, or by a sweeper).
+    const bothEnded = () =>
+      eventually(async () => {
+        const [x, y] = await Promise.all([stored(b!, onA), stored(b!, onB)]);
+        return x?.status !== 'in_progress' && y?.status !== 'in_progress';
+      }, 20_000);
+    return { worker: worker!, toA: toA!, toB: toB!, responses, onA, onB, ended, bothEnded };
+  }
+
+  it("a replica's sweeper ends neither its own running responses nor those of a replica it was cut off with", async () => {
+    const { toA, toB, responses, onA, onB, ended, bothEnded } = await twoReplicas();
+    // Both replicas lose the database for longer than the lease: both leases lapse in the store.
+    await Promise.all([toA.cut(), toB.cut()]);
+    await sleep(responses.leaseMs * 1.5);
+    // A is back first; B a while later (within a lease of A's return), as after a network blip.
+    await toA.restore();
+    await sleep(responses.leaseMs * 0.4);
+    await toB.restore();
+
+    // Neither ends: A's sweeper (which runs every 100 ms) must take neither its own running
+    // response nor B's for an orphan; both run to their end and are stored completed.
+    await bothEnded();
     expect({ ownOfA: await ended(onA), ofB: await ended(onB) }).toEqual({
       ownOfA: 'completed',
+      ofB: 'completed',
+    });
+  });
+
+  it('a replica cut off alone for longer than the lease is taken for dead by the one that held its lease: its response ends gateway_restarted, and it stops generating it', async () => {
+    const { worker, toA, responses, onA, onB, ended, bothEnded } = await twoReplicas();
+    await toA.cut();
+    await sleep(responses.leaseMs * 1.5);
+    await toA.restore();
+    // A reads that its response ended elsewhere and stops its engine request; B's runs on.
+    await eventually(() => worker.stats.inflight === 1, 5_000);
+    expect(await ended(onB)).toBe('in_progress');
+    await bothEnded();
+    expect({ ofA: await ended(onA), ofB: await ended(onB) }).toEqual({
+      ofA: 'failed gateway_restarted',
       ofB: 'completed',
     });
   });
