@@ -127,7 +127,8 @@ export class Gateway {
       metrics.storeRetries.inc({ backend: 'postgres', operation }),
     );
     this.lease = store && new ReplicaLease(store, config.responses, log);
-    this.orphans = store && new OrphanSweeper(store, config.responses.sweepIntervalMs, log);
+    this.orphans =
+      store && this.lease && new OrphanSweeper(store, config.responses.sweepIntervalMs, log, this.lease);
     this.context = {
       config,
       log,

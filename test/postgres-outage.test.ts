@@ -4,8 +4,11 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import pino from 'pino';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { Gateway } from '../src/gateway.js';
+import { ReplicaLease } from '../src/storage/replica-lease.js';
+import type { Store } from '../src/storage/types.js';
 import { POSTGRES_URL } from './helpers/backends.js';
 import { startCli } from './helpers/cli.js';
 import { eventually, metric, metricOrZero, perTest, post } from './helpers/gateway.js';
@@ -197,6 +200,176 @@ describe.each(['cut', 'silence'] as const)('PostgreSQL unreachable mid-run (%s)'
     };
     expect(after.status).toBe('completed');
   }, 30_000);
+});
+
+describe('PostgreSQL unreachable for longer than the lease, then back', { timeout: 60_000 }, () => {
+  const fx = perTest();
+  const proxies: TcpProxy[] = [];
+  afterEach(async () => {
+    for (const proxy of proxies.splice(0)) await proxy.close();
+  });
+
+  /** Two replicas, each reaching the database through its own proxy, each running a background response. */
+  async function twoReplicas() {
+    const target = new URL(POSTGRES_URL);
+    const [toA, toB] = await Promise.all(
+      [0, 1].map(() => startTcpProxy(Number(target.port || 5432), target.hostname)),
+    );
+    proxies.push(toA!, toB!);
+    // A lease many heartbeats long, swept often; writes that give up quickly, so that the
+    // heartbeat tries again soon after the database is back.
+    const responses = { heartbeatMs: 200, leaseMs: 2_000, sweepIntervalMs: 100 };
+    const schema = newSchema();
+    // 200 tokens at 20 a second: each response runs 10 s, through the outage and a lease after it.
+    const [worker] = await fx.mocks(1, { tokensPerSecond: 20, defaultMaxTokens: 200 });
+    const [a, b] = await Promise.all(
+      [toA!, toB!].map((proxy) =>
+        fx.gateway({
+          workers: [{ url: worker!.url }],
+          storage: { kind: 'postgres', url: throughProxy(proxy), schema, writeRetryMs: 300 },
+          responses,
+        }),
+      ),
+    );
+    const start = async (gateway: Gateway) => {
+      const res = await post(`${gateway.url}/v1/responses`, {
+        model: 'mock-model',
+        input: 'a long story',
+        background: true,
+      });
+      expect(res.status, res.text).toBe(200);
+      return (res.json() as { id: string }).id;
+    };
+    const [onA, onB] = await Promise.all([start(a!), start(b!)]);
+    // Both running, with progress stored.
+    for (const id of [onA, onB]) {
+      let seen = '';
+      await eventually(async () => {
+        const res = await fetch(`${a!.url}/v1/responses/${id}`);
+        seen = `${res.status} ${res.status === 200 ? ((await res.json()) as StoredObject).status : await res.text()}`;
+        return seen === '200 in_progress';
+      }, 10_000).catch((err: Error) => {
+        throw new Error(`${err.message}: GET ${id} answered ${seen}`);
+      });
+    }
+
+    const ended = async (id: string) => {
+      const body = await stored(b!, id);
+      return `${body?.status} ${body?.error?.code ?? ''}`.trim();
+    };
+    // Both ended (by their runs, or by a sweeper).
+    const bothEnded = () =>
+      eventually(async () => {
+        const [x, y] = await Promise.all([stored(b!, onA), stored(b!, onB)]);
+        return x?.status !== 'in_progress' && y?.status !== 'in_progress';
+      }, 20_000);
+    return { worker: worker!, toA: toA!, toB: toB!, responses, onA, onB, ended, bothEnded };
+  }
+
+  it("a replica's sweeper ends neither its own running responses nor those of a replica it was cut off with", async () => {
+    const { toA, toB, responses, onA, onB, ended, bothEnded } = await twoReplicas();
+    // Both replicas lose the database for longer than the lease: both leases lapse in the store.
+    await Promise.all([toA.cut(), toB.cut()]);
+    await sleep(responses.leaseMs * 1.5);
+    // A is back first; B a while later (within a lease of A's return), as after a network blip.
+    await toA.restore();
+    await sleep(responses.leaseMs * 0.4);
+    await toB.restore();
+
+    // Neither ends: A's sweeper (which runs every 100 ms) must take neither its own running
+    // response nor B's for an orphan; both run to their end and are stored completed.
+    await bothEnded();
+    expect({ ownOfA: await ended(onA), ofB: await ended(onB) }).toEqual({
+      ownOfA: 'completed',
+      ofB: 'completed',
+    });
+  });
+
+  it('a replica cut off alone for longer than the lease is taken for dead by the one that held its lease: its response ends gateway_restarted, and it stops generating it', async () => {
+    const { worker, toA, responses, onA, onB, ended, bothEnded } = await twoReplicas();
+    await toA.cut();
+    await sleep(responses.leaseMs * 1.5);
+    await toA.restore();
+    // A reads that its response ended elsewhere and stops its engine request; B's runs on.
+    await eventually(() => worker.stats.inflight === 1, 5_000);
+    expect(await ended(onB)).toBe('in_progress');
+    await bothEnded();
+    expect({ ofA: await ended(onA), ofB: await ended(onB) }).toEqual({
+      ofA: 'failed gateway_restarted',
+      ofB: 'completed',
+    });
+  });
+});
+
+describe("a replica's lease after its own outage (injected clock)", () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('judges no other lease until it has held its own without a gap for a whole lease', async () => {
+    vi.useFakeTimers();
+    let clock = 0;
+    // The store as the lease sees it: up, down (refused at once), or hung (answered on release).
+    let mode: 'up' | 'down' | 'hung' = 'up';
+    let release: (() => void) | undefined;
+    const store = {
+      renewReplicaLease: () => {
+        if (mode === 'down') return Promise.reject(new Error('unreachable'));
+        if (mode === 'hung')
+          return new Promise<void>((resolve) => {
+            release = resolve;
+          });
+        return Promise.resolve();
+      },
+    } as unknown as Store;
+    const leaseMs = 1_000;
+    const lease = new ReplicaLease(
+      store,
+      { heartbeatMs: 100, leaseMs },
+      pino({ level: 'silent' }),
+      () => clock,
+    );
+    const advance = async (ms: number) => {
+      for (let i = 0; i < ms / 50; i++) {
+        clock += 50;
+        await vi.advanceTimersByTimeAsync(50);
+      }
+    };
+
+    await lease.start();
+    // A process just started knows nothing of the others yet: it waits one lease.
+    expect(lease.mayJudgeOthers()).toBe(false);
+    await advance(leaseMs - 100);
+    expect(lease.mayJudgeOthers()).toBe(false);
+    await advance(200);
+    expect(lease.mayJudgeOthers()).toBe(true);
+
+    // Cut off for longer than the lease: its own lease lapsed, it judges no one.
+    mode = 'down';
+    await advance(leaseMs * 2);
+    expect(lease.mayJudgeOthers()).toBe(false);
+    // Back: renewed at once, but the others get a whole lease to renew theirs.
+    mode = 'up';
+    await advance(200);
+    expect(lease.mayJudgeOthers()).toBe(false);
+    await advance(leaseMs - 300);
+    expect(lease.mayJudgeOthers()).toBe(false);
+    await advance(300);
+    expect(lease.mayJudgeOthers()).toBe(true);
+
+    // A renewal that hangs past the lease and then succeeds (a silent network that heals) is a
+    // gap too: the renewal answered after the previous one surely held.
+    mode = 'hung';
+    await advance(leaseMs + 200);
+    expect(lease.mayJudgeOthers()).toBe(false);
+    mode = 'up';
+    release!();
+    await advance(100);
+    expect(lease.mayJudgeOthers()).toBe(false);
+    await advance(leaseMs + 200);
+    expect(lease.mayJudgeOthers()).toBe(true);
+    await lease.stop().catch(() => undefined);
+  });
 });
 
 describe('PostgreSQL at start-up', () => {

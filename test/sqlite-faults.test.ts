@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { StoreError } from '../src/errors/storage-errors.js';
 import { SqliteStore, SqliteSyncStore, type StoredResponse } from '../src/storage/index.js';
-import { metric, perTest, post } from './helpers/gateway.js';
+import { eventually, metric, perTest, post } from './helpers/gateway.js';
 import { chatStream, responseEvents } from './helpers/response-events.js';
 
 /**
@@ -143,6 +143,93 @@ describe('SQLite: a write lock held by another process', () => {
       status: string;
     };
     expect(stored.status).toBe('completed');
+  });
+});
+
+/** A streamed response's SSE events, each with when it arrived (performance.now()). */
+async function timedResponseEvents(
+  url: string,
+  body: unknown,
+): Promise<{ type: string; at: number; data: string }[]> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { 'content-type': 'application/json' },
+    body: JSON.stringify(body),
+  });
+  expect(res.status).toBe(200);
+  const events: { type: string; at: number; data: string }[] = [];
+  const decoder = new TextDecoder();
+  let buffered = '';
+  for await (const chunk of res.body!) {
+    const at = performance.now();
+    buffered += decoder.decode(chunk as Uint8Array, { stream: true });
+    let end = buffered.indexOf('\n\n');
+    while (end >= 0) {
+      const block = buffered.slice(0, end);
+      buffered = buffered.slice(end + 2);
+      const data = /^data: (.*)$/m.exec(block)?.[1];
+      if (data) events.push({ type: (JSON.parse(data) as { type: string }).type, at, data });
+      end = buffered.indexOf('\n\n');
+    }
+  }
+  return events;
+}
+
+describe('SQLite: a locked database at the end of a stream', () => {
+  const fx = perTest();
+
+  it('the terminal event comes within one busy timeout of the last token (not one per queued write), and says nothing was stored', async () => {
+    const busyTimeoutMs = 800;
+    const [worker] = await fx.mocks(1, { tokensPerSecond: 20, defaultMaxTokens: 10 });
+    const path = join(tempDir(), 'sluice.db');
+    const gateway = await fx.gateway({
+      workers: [{ url: worker!.url }],
+      storage: { kind: 'sqlite', path, busyTimeoutMs },
+      // Lease and sweep writes keep joining the storage thread's queue while the lock is held.
+      responses: { heartbeatMs: 100, leaseMs: 1_000, sweepIntervalMs: 100 },
+    });
+    const lock = await holdWriteLock(path, 10 * busyTimeoutMs);
+    const events = await timedResponseEvents(`${gateway.url}/v1/responses`, responsesBody({ stream: true }));
+    expect(lock.released()).toBe(false);
+
+    const lastDelta = events.filter((e) => e.type === 'response.output_text.delta').at(-1)!;
+    const terminal = events.at(-1)!;
+    expect(lastDelta).toBeDefined();
+    expect(terminal.type).toBe('response.failed');
+    const failed = JSON.parse(terminal.data) as { response: { id: string; error: { code: string } } };
+    expect(failed.response.error.code).toBe('store_write_failed');
+    // One budget for the whole finish: the write waits out the lock once, queue included. (Each
+    // write waiting its own busy timeout behind the lease's, then the failure's own write, made it
+    // several.)
+    expect(terminal.at - lastDelta.at).toBeLessThan(1.5 * busyTimeoutMs);
+    // Truthful: nothing was stored, as the client was told.
+    expect((await fetch(`${gateway.url}/v1/responses/${failed.response.id}`)).status).toBe(404);
+  });
+  it('the same for a background response streamed to its client (its progress write in flight does not add a wait)', async () => {
+    const busyTimeoutMs = 800;
+    const [worker] = await fx.mocks(1, { tokensPerSecond: 20, defaultMaxTokens: 60 });
+    const path = join(tempDir(), 'sluice.db');
+    const gateway = await fx.gateway({
+      workers: [{ url: worker!.url }],
+      storage: { kind: 'sqlite', path, busyTimeoutMs },
+      responses: { heartbeatMs: 100, leaseMs: 1_000, sweepIntervalMs: 100 },
+    });
+    const streaming = timedResponseEvents(
+      `${gateway.url}/v1/responses`,
+      responsesBody({ stream: true, background: true }),
+    );
+    // Queued and stored; then the lock is taken while it generates.
+    await eventually(async () => worker!.stats.inflight === 1, 5_000);
+    const lock = await holdWriteLock(path, 10 * busyTimeoutMs);
+    const events = await streaming;
+    expect(lock.released()).toBe(false);
+
+    const lastDelta = events.filter((e) => e.type === 'response.output_text.delta').at(-1)!;
+    const terminal = events.at(-1)!;
+    expect(terminal.type).toBe('response.failed');
+    const failed = JSON.parse(terminal.data) as { response: { id: string; error: { code: string } } };
+    expect(failed.response.error.code).toBe('store_write_failed');
+    expect(terminal.at - lastDelta.at).toBeLessThan(1.5 * busyTimeoutMs);
   });
 });
 

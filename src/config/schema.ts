@@ -374,7 +374,7 @@ export const configSchema = z.strictObject({
         .string()
         .regex(/^[a-z_][a-z0-9_]*$/, 'a lower-case SQL identifier')
         .optional(),
-      /** SQLite: how long a write waits for another process's write lock before failing typed, in ms. */
+      /** SQLite: how long a call waits (its turn on the storage thread and another process's lock) before failing typed, in ms. */
       busyTimeoutMs: z.number().int().min(0).max(60_000).default(5_000),
       /** PostgreSQL: how long a write keeps retrying while the server is unreachable, in ms. */
       writeRetryMs: z.number().int().min(0).max(60_000).default(4_000),

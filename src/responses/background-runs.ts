@@ -11,8 +11,6 @@ import type { PreparedResponse } from './translate.js';
 
 /** How often a background run writes its progress (and reads a cancel request). */
 export const PROGRESS_INTERVAL_MS = 250;
-/** Longest the final write waits for a progress write still in flight (the SQL refuses it afterwards anyway). */
-const PROGRESS_SETTLE_MS = 5_000;
 
 /**
  * Background responses (`background: true`): stored at once as `queued`, then generated detached
@@ -65,7 +63,7 @@ export class BackgroundRuns {
     let end: RunEnd;
     let ticker: NodeJS.Timeout | undefined;
     // One progress write at a time, and none once the final write starts.
-    const progress = { inFlight: undefined as Promise<void> | undefined, written: -1 };
+    const progress = { inFlight: undefined as Promise<void> | undefined, written: -1, closed: false };
     try {
       const opening = this.runner.open(prepared);
       const cancelWhileQueued = setInterval(() => {
@@ -95,7 +93,10 @@ export class BackgroundRuns {
     } finally {
       if (ticker) clearInterval(ticker);
     }
-    await settle(progress.inFlight, PROGRESS_SETTLE_MS);
+    // The final write does not wait for a progress write in flight (its wait would add to the
+    // finish's one budget): the SQL refuses a progress write that lands after the final one, and
+    // one not yet sent is not sent.
+    progress.closed = true;
     this.onEnded(prepared.response.model, end);
     return this.runner.finish(prepared, run, end, 'update');
   }
@@ -104,9 +105,15 @@ export class BackgroundRuns {
    * Writes a background run's progress (the response so far and every event emitted so far, so
    * that another replica can follow its stream) and honours a cancel request made on any replica.
    */
-  private async progress(id: string, run: ResponseRun, state: { written: number }): Promise<void> {
+  private async progress(
+    id: string,
+    run: ResponseRun,
+    state: { written: number; closed: boolean },
+  ): Promise<void> {
     try {
       const stored = await this.store.getResponse(id);
+      // The run ended meanwhile: its final write (which may have landed already) says the rest.
+      if (state.closed) return;
       if (stored?.cancelRequested) {
         run.cancel();
         return;
@@ -129,7 +136,7 @@ export class BackgroundRuns {
           : { json, status, appendEventsJson: run.events.slice(state.written).join(',') };
       state.written = -1;
       if (await this.store.updateResponse(id, update)) state.written = count;
-      else run.cancel();
+      else if (!state.closed) run.cancel();
     } catch (err) {
       this.log.warn({ responseId: id, err }, 'could not write background progress');
     }

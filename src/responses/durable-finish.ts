@@ -1,4 +1,5 @@
 import { isSluiceError } from '../errors/base.js';
+import { StoreUnavailable } from '../errors/storage-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { ResponseEnding, Store, StoredResponse } from '../storage/types.js';
 import type { TerminalDraft } from './response-builder.js';
@@ -16,7 +17,9 @@ const STORE_LATER_WINDOW_MS = 5 * 60_000;
  * items, in the same transaction), then emits the closing events and the terminal one, so that
  * what a client is shown last is what is stored. A write that fails is never silent: the
  * terminal becomes a `store_write_failed` failure, stored in its place, and a background
- * response's failure is written again once storage is back.
+ * response's failure is written again once storage is back. The whole finish waits on the store
+ * for at most one write's budget (SQLite's busy timeout, PostgreSQL's write retries): after a
+ * write refused as `store_unavailable`, the failure is not written before the client is told.
  */
 export class DurableFinisher {
   /** Deferred writes of failed background terminals (see storeLater). */
@@ -56,16 +59,21 @@ export class DurableFinisher {
           code: 'store_write_failed',
           message: `The response could not be stored: ${(err as Error).message}`,
         });
+        const failure = this.ending(prepared, run, terminal, write);
         try {
-          await this.store.finishResponse(this.ending(prepared, run, terminal, write));
+          // One budget for the finish: a store that was unreachable or locked for the whole of
+          // one write is not waited on again before the client is told (see storeLater).
+          if (err instanceof StoreUnavailable) throw err;
+          await this.store.finishResponse(failure);
         } catch (again) {
-          this.log.error(
-            { responseId: prepared.response.id, err: again },
-            'storing the failed response failed too',
-          );
+          if (again !== err)
+            this.log.error(
+              { responseId: prepared.response.id, err: again },
+              'storing the failed response failed too',
+            );
           // A background response is stored as queued/in_progress already: it must not stay so.
-          if (write === 'update')
-            this.storeLater(prepared.response.id, this.ending(prepared, run, terminal, write));
+          // A foreground one stays unstored, as its terminal says.
+          if (write === 'update') this.storeLater(prepared.response.id, failure);
         }
       }
     }

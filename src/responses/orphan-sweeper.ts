@@ -1,5 +1,6 @@
 import { GatewayRestarted } from '../errors/http-errors.js';
 import type { Logger } from '../observability/logger.js';
+import type { LeaseView } from '../storage/replica-lease.js';
 import type { OrphanedResponse, ResponseUpdate, Store } from '../storage/types.js';
 import { ResponseBuilder } from './response-builder.js';
 import type { ResponseObject } from './types.js';
@@ -17,6 +18,11 @@ const FORGET_LAPSED_AFTER_MS = 60 * 60_000;
  * object closes the items left open as `incomplete` (as the builder does for `response.failed`),
  * and its stored events end with exactly one `response.failed` with the next sequence number.
  * Each end is one conditional UPDATE, so replicas sweeping at once never both end a response.
+ *
+ * The stored lease time alone does not decide: a response of this process's own lease is never
+ * ended here (this process runs it, or its finisher still writes its end), even when that lease
+ * lapsed in the store during an outage; and no response is ended while this process's lease
+ * says it cannot judge others (it was itself cut off from the store less than a lease ago).
  */
 export class OrphanSweeper {
   private timer: NodeJS.Timeout | undefined;
@@ -26,6 +32,8 @@ export class OrphanSweeper {
     private readonly store: Store,
     private readonly intervalMs: number,
     private readonly log: Logger,
+    /** This process's lease: its own responses, and whether it may judge others' now. */
+    private readonly lease: LeaseView,
   ) {}
 
   /** A pass now, then one every interval. */
@@ -51,6 +59,7 @@ export class OrphanSweeper {
 
   /** Ends one response now if it is an orphan; resolves its stored JSON when it did. */
   async recover(id: string): Promise<string | undefined> {
+    if (!this.lease.mayJudgeOthers()) return undefined;
     try {
       const [orphan] = await this.store.listOrphanedResponses(this.query(1, id));
       return orphan && (await this.end(orphan));
@@ -61,6 +70,7 @@ export class OrphanSweeper {
   }
 
   private async pass(): Promise<number> {
+    if (!this.lease.mayJudgeOthers()) return 0;
     try {
       await this.store.forgetLapsedReplicas(FORGET_LAPSED_AFTER_MS);
       let ended = 0;
@@ -79,6 +89,7 @@ export class OrphanSweeper {
   }
 
   private async end(orphan: OrphanedResponse): Promise<string | undefined> {
+    if (orphan.ownerReplicaId === this.lease.id) return undefined;
     let update: ResponseUpdate;
     try {
       update = failedOrphan(orphan);

@@ -45,18 +45,35 @@ export class SqliteSyncStore implements Store, KeyStore {
   readonly kind = 'sqlite' as const;
   private readonly db: Database.Database;
   private prepared: Prepared | undefined;
+  private readonly busyTimeoutMs: number;
+  /** The busy_timeout in force (lowered for a call that has less of its budget left). */
+  private busyNowMs: number;
 
   constructor(path: string, options: SqliteStoreOptions = {}) {
+    this.busyTimeoutMs = Math.trunc(options.busyTimeoutMs ?? 5000);
+    this.busyNowMs = this.busyTimeoutMs;
     try {
       if (path !== ':memory:' && path !== '') mkdirSync(dirname(path), { recursive: true });
       this.db = new Database(path);
       // busy_timeout first: switching to WAL needs a lock that another process may hold.
-      this.db.pragma(`busy_timeout = ${Math.trunc(options.busyTimeoutMs ?? 5000)}`);
+      this.db.pragma(`busy_timeout = ${this.busyTimeoutMs}`);
       this.db.pragma('journal_mode = WAL');
       this.db.pragma('foreign_keys = ON');
     } catch (err) {
       throw fromSqliteError('open', err);
     }
+  }
+
+  /**
+   * The next call waits for another process's lock only until `deadline` (Unix ms), never past
+   * the busy timeout: the storage thread gives each call what is left of its budget after its
+   * wait in the queue. Static, so that it is not a store method the thread forwards.
+   */
+  static waitForLocksUntil(store: SqliteSyncStore, deadline: number): void {
+    const ms = Math.max(1, Math.min(store.busyTimeoutMs, Math.trunc(deadline - Date.now())));
+    if (ms === store.busyNowMs || !store.db.open) return;
+    store.db.pragma(`busy_timeout = ${ms}`);
+    store.busyNowMs = ms;
   }
 
   async migrate(): Promise<void> {

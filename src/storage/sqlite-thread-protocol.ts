@@ -23,8 +23,14 @@ export interface SqliteCall {
   id: number;
   method: string;
   args: unknown[];
-  /** Unix ms: a call still queued at this time fails instead of starting late. */
-  deadline: number;
+  /** Unix ms, when the call was made. */
+  sentAt: number;
+  /**
+   * The call's budget (the busy timeout), its wait in the thread's queue included, counted from
+   * when it was made or the thread became ready, whichever is later: a call still queued at its
+   * end fails instead of starting late, and one that starts before waits for a lock only until then.
+   */
+  budgetMs: number;
 }
 
 export type SqliteReply =

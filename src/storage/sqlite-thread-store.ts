@@ -24,8 +24,8 @@ export type SqliteStore = AsyncMethods<SqliteSyncStore> & {
 };
 
 const DEFAULT_BUSY_TIMEOUT_MS = 5_000;
-/** How long past the busy timeout a call may wait in the thread's queue before failing. */
-const QUEUE_GRACE_MS = 5_000;
+/** Slack past a call's deadline for its own work (not lock waits) before the thread counts as stuck. */
+const WORK_GRACE_MS = 5_000;
 /** A thread that crashes more often than this in a minute stays down: every call fails typed. */
 const MAX_RESTARTS_PER_MINUTE = 5;
 const WATCHDOG_INTERVAL_MS = 500;
@@ -111,11 +111,13 @@ class SqliteThreadStore {
       this.lastProgress = Date.now();
       thread.ref();
     }
-    const deadline = Date.now() + this.busyTimeoutMs + QUEUE_GRACE_MS;
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
       try {
-        thread.postMessage({ id, method, args, deadline } satisfies SqliteCall);
+        // One budget per call, its wait in the thread's queue included: a call behind others that
+        // each wait out a lock starts with what is left of its busy timeout, or is refused.
+        const call: SqliteCall = { id, method, args, sentAt: Date.now(), budgetMs: this.busyTimeoutMs };
+        thread.postMessage(call);
       } catch (err) {
         // Arguments that cannot cross a thread (functions, ...): a bug in the caller, typed.
         this.pending.delete(id);
@@ -171,7 +173,7 @@ class SqliteThreadStore {
   /** A thread that answered nothing for longer than any call may take is stuck (a hung disk). */
   private checkStuck(): void {
     if (this.pending.size === 0 || !this.thread) return;
-    const limit = 2 * (this.busyTimeoutMs + QUEUE_GRACE_MS);
+    const limit = 2 * (this.busyTimeoutMs + WORK_GRACE_MS);
     if (Date.now() - this.lastProgress > limit) {
       this.replace(new Error(`the storage thread answered nothing for ${limit} ms`));
     }

@@ -31,6 +31,8 @@ try {
   openError = fromSqliteError('open', err);
 }
 
+const readyAt = Date.now();
+
 port.on('message', (call: SqliteCall) => {
   void answer(call).then((reply) => {
     try {
@@ -50,11 +52,14 @@ async function answer(call: SqliteCall): Promise<SqliteReply> {
   if (call.method === EXIT_THREAD_METHOD) process.exit(70);
   try {
     if (openError) throw openError;
-    if (Date.now() > call.deadline) {
+    // The thread's own start (a module load) is not the call's wait: its budget counts from then.
+    const deadline = Math.max(call.sentAt, readyAt) + call.budgetMs;
+    if (Date.now() > deadline) {
       throw storeError(call.method, 'store_unavailable', new Error('waited too long in the storage queue'));
     }
     if (call.method === 'close' && !writable()) return await closeUnwritable(call.id);
     assertWritable(call.method);
+    if (store) SqliteSyncStore.waitForLocksUntil(store, deadline);
     const method = (store as unknown as Record<string, unknown>)[call.method];
     if (call.method === 'constructor' || typeof method !== 'function') {
       throw storeError(call.method, 'store_error', new Error(`no such store method: ${call.method}`));
