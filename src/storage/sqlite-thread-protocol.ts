@@ -31,6 +31,20 @@ export interface SqliteCall {
    * end fails instead of starting late, and one that starts before waits for a lock only until then.
    */
   budgetMs: number;
+  /**
+   * How many large strings of `args` were sent ahead in pieces (large-strings.ts): the thread
+   * puts them back before it runs the call. Absent: none.
+   */
+  largeStrings?: number;
+}
+
+/** One piece of a large string of call `id`, sent before the call, in order. */
+export interface SqlitePiece {
+  piece: true;
+  id: number;
+  /** Which large string of the call. */
+  index: number;
+  text: string;
 }
 
 export type SqliteReply =

@@ -3,11 +3,13 @@ import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { StoreError } from '../errors/storage-errors.js';
 import { fromSqliteError, storeError } from './error-mapping.js';
+import { splitLargeStrings } from './large-strings.js';
 import { type SqliteStoreOptions, SqliteSyncStore } from './sqlite-store.js';
 import {
   EXIT_THREAD_METHOD,
   fromWire,
   type SqliteCall,
+  type SqlitePiece,
   type SqliteReply,
   type SqliteThreadInit,
 } from './sqlite-thread-protocol.js';
@@ -111,19 +113,44 @@ class SqliteThreadStore {
       this.lastProgress = Date.now();
       thread.ref();
     }
+    // One budget per call, its wait in the thread's queue included: a call behind others that
+    // each wait out a lock starts with what is left of its busy timeout, or is refused.
+    const call: SqliteCall = { id, method, args, sentAt: Date.now(), budgetMs: this.busyTimeoutMs };
+    const large = splitLargeStrings(args);
     return new Promise((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      try {
-        // One budget per call, its wait in the thread's queue included: a call behind others that
-        // each wait out a lock starts with what is left of its busy timeout, or is refused.
-        const call: SqliteCall = { id, method, args, sentAt: Date.now(), budgetMs: this.busyTimeoutMs };
-        thread.postMessage(call);
-      } catch (err) {
+      const fail = (err: unknown) => {
         // Arguments that cannot cross a thread (functions, ...): a bug in the caller, typed.
-        this.pending.delete(id);
+        if (!this.pending.delete(id)) return;
         reject(storeError(method, 'store_error', err));
+      };
+      if (!large) {
+        try {
+          thread.postMessage(call);
+        } catch (err) {
+          fail(err);
+        }
+        return;
       }
+      void this.sendInPieces(
+        thread,
+        { ...call, args: large.args, largeStrings: large.pieces.length },
+        large.pieces,
+      ).catch(fail);
     });
+  }
+
+  /** Sends a call's large strings a piece a turn of the event loop, then the call. */
+  private async sendInPieces(thread: Worker, call: SqliteCall, pieces: readonly string[][]): Promise<void> {
+    for (const [index, parts] of pieces.entries()) {
+      for (const text of parts) {
+        // The thread was replaced meanwhile: the call was failed with it.
+        if (thread !== this.thread) return;
+        thread.postMessage({ piece: true, id: call.id, index, text } satisfies SqlitePiece);
+        await new Promise<void>((resolve) => setImmediate(resolve));
+      }
+    }
+    if (thread === this.thread) thread.postMessage(call);
   }
 
   private spawn(): Worker {

@@ -2,11 +2,13 @@ import { accessSync, constants } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { StoreError } from '../errors/storage-errors.js';
 import { fromSqliteError, storeError } from './error-mapping.js';
+import { joinLargeStrings } from './large-strings.js';
 import { closeBehindKeeper } from './sqlite-close-unwritable.js';
 import { SqliteSyncStore } from './sqlite-store.js';
 import {
   EXIT_THREAD_METHOD,
   type SqliteCall,
+  type SqlitePiece,
   type SqliteReply,
   type SqliteThreadInit,
   toWire,
@@ -33,7 +35,23 @@ try {
 
 const readyAt = Date.now();
 
-port.on('message', (call: SqliteCall) => {
+/** Pieces of the large strings of calls not arrived yet, by call id (large-strings.ts). */
+const piecesOf = new Map<number, string[][]>();
+
+port.on('message', (message: SqliteCall | SqlitePiece) => {
+  if ('piece' in message) {
+    const pieces = piecesOf.get(message.id) ?? [];
+    piecesOf.set(message.id, pieces);
+    const parts = pieces[message.index] ?? [];
+    pieces[message.index] = parts;
+    parts.push(message.text);
+    return;
+  }
+  let call = message;
+  if (call.largeStrings !== undefined) {
+    call = { ...call, args: joinLargeStrings(call.args, piecesOf.get(call.id) ?? []) };
+    piecesOf.delete(call.id);
+  }
   void answer(call).then((reply) => {
     try {
       port.postMessage(reply);
