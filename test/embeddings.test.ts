@@ -20,6 +20,8 @@ const MODEL = 'mock-model';
 /** The vector the mock answers for `text`, as the float32 an SDK decodes from base64. */
 const expected = (text: string, dimensions = MOCK_DIMENSIONS) =>
   Array.from(new Float32Array(mockVector(text, dimensions)));
+/** The bound on `dimensions` (src/pooling/request-schemas.ts, docs/SECURITY.md). */
+const MAX_EMBEDDING_DIMENSIONS = 65_536;
 const TEXTS = ['the first passage', 'a second one, longer than the first', 'third'];
 
 interface ErrorBody {
@@ -267,6 +269,54 @@ describe('embeddings, rerank, score and tokenize through the gateway', () => {
     expect(unknown.status).toBe(404);
     expect((unknown.json() as ErrorBody).error.code).toBe('model_not_found');
     expect(workers[0]!.stats.requests).toBe(0);
+  });
+
+  it('dimensions past 65536 (1e9, 65537) is a 400 naming it, the worker never asked; the mock refuses absurd dimensions itself', async () => {
+    const { gateway, workers, client } = await setup(1);
+    for (const dimensions of [1e9, MAX_EMBEDDING_DIMENSIONS + 1, 2.5, -3, '8']) {
+      const res = await post(`${gateway.url}/v1/embeddings`, { model: MODEL, input: 'a', dimensions });
+      expect({ dimensions, status: res.status }).toEqual({ dimensions, status: 400 });
+      expect((res.json() as ErrorBody).error).toMatchObject({
+        type: 'invalid_request_error',
+        code: 'invalid_value',
+        param: 'dimensions',
+      });
+    }
+    const refused = await client.embeddings
+      .create({ model: MODEL, input: 'a', dimensions: 1e9 })
+      .catch((err: unknown) => err);
+    expect(refused).toBeInstanceOf(OpenAI.BadRequestError);
+    expect((refused as InstanceType<typeof OpenAI.BadRequestError>).param).toBe('dimensions');
+    expect(workers[0]!.stats.requests).toBe(0);
+    // The bound itself is asked for and answered.
+    const widest = await client.embeddings.create({
+      model: MODEL,
+      input: 'a',
+      dimensions: MAX_EMBEDDING_DIMENSIONS,
+      encoding_format: 'float',
+    });
+    expect(widest.data[0]!.embedding).toHaveLength(MAX_EMBEDDING_DIMENSIONS);
+    // A client reaching the mock worker directly: refused, and the worker lives on.
+    const direct = (body: unknown) => post(`${workers[0]!.url}/v1/embeddings`, body);
+    const huge = await direct({ model: MODEL, input: 'a', dimensions: 1e9 });
+    expect(huge.status).toBe(400);
+    expect(JSON.stringify(huge.json())).toContain('dimensions');
+    const wide = await direct({
+      model: MODEL,
+      input: Array(64).fill('a'),
+      dimensions: MAX_EMBEDDING_DIMENSIONS,
+    });
+    expect(wide.status).toBe(400);
+    expect((await direct({ model: MODEL, input: 'a', dimensions: 4 })).status).toBe(200);
+    // A huge top_n on rerank allocates nothing: the documents, at most, are answered.
+    const ranked = await post(`${gateway.url}/v1/rerank`, {
+      model: MODEL,
+      query: 'q',
+      documents: ['a', 'b'],
+      top_n: Number.MAX_SAFE_INTEGER,
+    });
+    expect(ranked.status).toBe(200);
+    expect((ranked.json() as { results: unknown[] }).results).toHaveLength(2);
   });
 
   it("inputs over the model's context: token ids refused by the gateway, a text by the engine, both in OpenAI shape", async () => {

@@ -302,6 +302,47 @@ describe('bounded buffers', () => {
   });
 });
 
+describe('an engine that trickles its non-streaming answer', () => {
+  it('a valid JSON body at 1 byte a tick is cut at idleMs after its headers (504 stream_idle_timeout), not at the deadline; the engine let go', async () => {
+    const idleMs = 300;
+    const deadlineMs = 8_000;
+    const {
+      url,
+      client,
+      engines: [engine],
+    } = await setup(['trickle:20'], { timeouts: { idleMs, deadlineMs }, retry: { maxAttempts: 2 } });
+    const res = await post(`${url}/v1/chat/completions`, chat());
+    expect(res.status).toBe(504);
+    const error = (res.json() as { error: { code: string; message: string } }).error;
+    expect(error.code).toBe('stream_idle_timeout');
+    expect(error.message).toContain(`not whole ${idleMs} ms after its headers`);
+    // The engine's connection was cut: it is not left writing the rest for minutes.
+    await eventually(() => engine!.stats.aborted === 1 && engine!.stats.open === 0);
+    // It had sent some of the body (progress of bytes, which is not progress), far from all.
+    expect(engine!.stats.bytes[0]).toBeGreaterThan(0);
+    expect(engine!.stats.bytes[0]).toBeLessThan(4096);
+    // A route that did not answer in time is not tried again for the request.
+    expect(engine!.stats.requests).toBe(1);
+    // The openai SDK sees the same 504; an engine answering at once is answered.
+    const thrown = await client.chat.completions.create(chat() as never).catch((err: unknown) => err);
+    expect((thrown as APIError).status).toBe(504);
+    expect((thrown as APIError).code).toBe('stream_idle_timeout');
+    engine!.mode = 'ok';
+    expect((await post(`${url}/v1/chat/completions`, chat())).status).toBe(200);
+  });
+
+  it('an embeddings answer trickled is cut the same way', async () => {
+    const {
+      url,
+      engines: [engine],
+    } = await setup(['trickle:20'], { timeouts: { idleMs: 300, deadlineMs: 8_000 } });
+    const res = await post(`${url}/v1/embeddings`, { model: EVIL_MODEL, input: 'x' });
+    expect(res.status).toBe(504);
+    expect((res.json() as { error: { code: string } }).error.code).toBe('stream_idle_timeout');
+    await eventually(() => engine!.stats.aborted === 1 && engine!.stats.open === 0);
+  });
+});
+
 describe('only a 200 from an engine is an answer', () => {
   for (const status of [201, 202, 204, 206, 301, 302]) {
     it(`an engine's ${status} is a 502 upstream_unexpected_status that the openai SDK throws`, async () => {

@@ -111,6 +111,117 @@ describe('a function_call_output that answers no call', () => {
     expect((unanswered.json() as ErrorBody).error.code).toBe('unmatched_call_id');
   });
 
+  it('HTTP: a conversation takes no orphan output (items endpoint and create), and one already stored is refused when a response would show it', async () => {
+    const { worker, url } = await setup();
+    const conversation = (await post(`${url}/v1/conversations`, {
+      items: [{ role: 'user', content: 'weather?' }],
+    }).then((r) => r.json())) as { id: string };
+    const items = `${url}/v1/conversations/${conversation.id}/items`;
+    // Issue 48 item 7: an output for a call never issued, added to the conversation.
+    const orphan = await post(items, {
+      items: [{ type: 'function_call_output', call_id: 'call_never_issued', output: 'pwned' }],
+    });
+    expect(orphan.status).toBe(400);
+    expect((orphan.json() as ErrorBody).error).toMatchObject({
+      type: 'invalid_request_error',
+      code: 'unmatched_call_id',
+      param: 'items[0].call_id',
+    });
+    const created = await post(`${url}/v1/conversations`, {
+      items: [{ type: 'function_call_output', call_id: 'call_never_issued', output: 'pwned' }],
+    });
+    expect(created.status).toBe(400);
+    expect((created.json() as ErrorBody).error.param).toBe('items[0].call_id');
+    // Nothing was stored: a response on the conversation is answered, and shows the engine no tool result.
+    const listed = (await (await fetch(items)).json()) as { data: unknown[] };
+    expect(listed.data).toHaveLength(1);
+    const clean = await post(`${url}/v1/responses`, {
+      model: 'mock-model',
+      conversation: conversation.id,
+      input: 'hi',
+    });
+    expect(clean.status).toBe(200);
+    const seen = worker.stats.lastBodies.at(-1) as { messages: { role: string }[] };
+    expect(seen.messages.map((m) => m.role)).not.toContain('tool');
+
+    // A call and its output, in one call or across two, are taken.
+    const paired = await post(items, {
+      items: [
+        { type: 'function_call', call_id: 'call_a', name: 'get_weather', arguments: '{}' },
+        { type: 'function_call_output', call_id: 'call_a', output: '{"temp":21}' },
+        { type: 'function_call', call_id: 'call_b', name: 'get_weather', arguments: '{}' },
+      ],
+    });
+    expect(paired.status).toBe(200);
+    const added = (paired.json() as { data: { id: string }[] }).data;
+    expect(
+      (await post(items, { items: [{ type: 'function_call_output', call_id: 'call_b', output: '{}' }] }))
+        .status,
+    ).toBe(200);
+
+    // An orphan left in the conversation (its call deleted, or stored before this rule) reaches no engine.
+    const deleted = await fetch(`${items}/${added[0]!.id}`, { method: 'DELETE' });
+    expect(deleted.status).toBe(200);
+    const requests = worker.stats.requests;
+    const refused = await post(`${url}/v1/responses`, {
+      model: 'mock-model',
+      conversation: conversation.id,
+      input: 'and now?',
+    });
+    expect(refused.status).toBe(400);
+    const error = (refused.json() as ErrorBody).error;
+    expect(error).toMatchObject({ code: 'unmatched_call_id', param: 'conversation' });
+    expect(error.message).toContain(added[1]!.id);
+    expect(worker.stats.requests).toBe(requests);
+    // Deleting the orphan the message names mends the conversation.
+    expect((await fetch(`${items}/${added[1]!.id}`, { method: 'DELETE' })).status).toBe(200);
+    const mended = await post(`${url}/v1/responses`, {
+      model: 'mock-model',
+      conversation: conversation.id,
+      input: 'and now?',
+    });
+    expect(mended.status).toBe(200);
+  });
+
+  it('HTTP: compaction refuses an orphan output too; a previous_response_id chain cut by a deleted ancestor drops the answers to its calls', async () => {
+    const { worker, url } = await setup();
+    const compact = await post(`${url}/v1/responses/compact`, {
+      model: 'mock-model',
+      input: [
+        { role: 'user', content: 'weather?' },
+        { type: 'function_call_output', call_id: 'call_never_issued', output: 'x' },
+      ],
+    });
+    expect(compact.status).toBe(400);
+    expect((compact.json() as ErrorBody).error).toMatchObject({
+      code: 'unmatched_call_id',
+      param: 'input[1].call_id',
+    });
+    expect(worker.stats.requests).toBe(0);
+
+    const client = new OpenAI({ baseURL: `${url}/v1`, apiKey: 'x', maxRetries: 0 });
+    const first = await client.responses.create(
+      { model: 'mock-model', input: 'weather in Paris?', tools: TOOLS },
+      { headers: { 'x-mock-tool-call': 'get_weather' } },
+    );
+    const call = first.output.find((item) => item.type === 'function_call')!;
+    const second = await client.responses.create({
+      model: 'mock-model',
+      previous_response_id: first.id,
+      input: [{ type: 'function_call_output', call_id: call.call_id, output: '{"temp":21}' }],
+      tools: TOOLS,
+    });
+    await client.responses.delete(first.id);
+    const third = await client.responses.create({
+      model: 'mock-model',
+      previous_response_id: second.id,
+      input: 'thanks',
+    });
+    expect(third.status).toBe('completed');
+    const seen = worker.stats.lastBodies.at(-1) as { messages: { role: string }[] };
+    expect(seen.messages.map((m) => m.role)).toEqual(['assistant', 'user']);
+  });
+
   it('WebSocket: the turn fails with the 400, and the response it continued is evicted from the connection', async () => {
     const { gateway } = await setup();
     const socket = await openSocket(gateway, { 'x-mock-tool-call': 'get_weather' });

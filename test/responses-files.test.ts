@@ -263,6 +263,27 @@ describe('PDFs built to be hard to read', () => {
     expect((await sendPdf(gateway, minimalPdf(['still fine']), 'after.pdf')).status).toBe(200);
   }, 60_000);
 
+  it('refuses a valid PDF of one 30 MB text string (400 file_too_complex): its reader dies of it, the gateway does not', async () => {
+    // pdf.js holds a string's characters in an array as it lexes it (8 bytes each): growing it
+    // near the heap's limit, V8 aborted the whole process when the reader was a worker thread.
+    const { worker, gateway } = await setup({ maxMemoryMb: 96, timeoutMs: 60_000 });
+    const text = await flatePdf('word '.repeat(MB / 5), 30, 'BT /F1 12 Tf 72 700 Td (', ') Tj ET');
+    expect(text.length).toBeLessThan(MB);
+    const res = await sendPdf(gateway, text, 'text.pdf');
+    expect(res.status).toBe(400);
+    expect(res.json()).toMatchObject({
+      error: { code: 'file_too_complex', type: 'invalid_request_error', param: 'input' },
+    });
+    expect((res.json() as { error: { message: string } }).error.message).toContain(
+      'more than 96 MB of memory',
+    );
+    expect(await metric(gateway.url, 'sluice_pdf_parses_total', { outcome: 'memory' })).toBe(1);
+    expect(worker.stats.requests).toBe(0);
+    // The gateway answers, and reads PDFs as before.
+    expect((await fetch(`${gateway.url}/health`)).status).toBe(200);
+    expect((await sendPdf(gateway, minimalPdf(['after the big one']), 'after.pdf')).status).toBe(200);
+  }, 60_000);
+
   it('refuses a one-page PDF of millions of text operators past files.pdf.timeoutMs, /health answering meanwhile', async () => {
     const { worker, gateway } = await setup({ timeoutMs: 1_500 });
     const pdf = await flatePdf(`BT /F1 1 Tf ${'(a) Tj '.repeat(100_000)}`, 60);

@@ -41,19 +41,19 @@ export const mcpSettingsSchema = z
 
 export const filesSchema = z.strictObject({
   /**
-   * PDFs are read (pdf.js) on threads of their own, each bounded; one past a bound is refused
+   * PDFs are read (pdf.js) in processes of their own, each bounded; one past a bound is refused
    * with 400 `file_too_complex`. What a PDF gave is kept by its content hash, so that a chain
    * of responses (previous_response_id) reads each PDF once.
    */
   pdf: z
     .strictObject({
-      /** Longest one PDF may be read for; past it its thread is ended. */
+      /** Longest one PDF may be read for; past it its reader is killed. */
       timeoutMs: positiveInt.default(10_000),
-      /** Memory one PDF's thread may take: its JS heap, and the buffers it decodes streams into, each. */
+      /** Memory one PDF's reader may take: its JS heap, and the buffers it decodes streams into, each. */
       maxMemoryMb: z.number().int().min(32).default(256),
-      /** PDFs read at once (one thread each). */
+      /** PDFs read at once (one process each). */
       concurrency: positiveInt.default(2),
-      /** PDFs waiting for a thread; past it a request is refused with 503 `file_parser_busy`. */
+      /** PDFs waiting for a reader; past it a request is refused with 503 `file_parser_busy`. */
       maxQueued: nonNegativeInt.default(64),
       /** Texts of PDFs kept by content hash, in MB. */
       cacheMb: positiveInt.default(64),

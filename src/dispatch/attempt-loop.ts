@@ -105,8 +105,15 @@ export class AttemptLoop {
         () => attempt.controller.abort(new StreamDeadlineExceeded(attempt.requestId, timeouts.deadlineMs)),
         remaining,
       );
+      let whole: NodeJS.Timeout | undefined;
       try {
         const response = await this.send(req, attempt, remaining);
+        // The answer is one unit: its bytes are not progress (as an unfinished line of a stream is
+        // not), so it must be whole within idleMs of its headers, or the engine is let go.
+        whole = setTimeout(
+          () => attempt.controller.abort(new StreamIdleTimeout(attempt.requestId, timeouts.idleMs, 'body')),
+          timeouts.idleMs,
+        );
         const json = await this.readWhole(response, attempt, remaining);
         attempt.release('success');
         return {
@@ -118,6 +125,7 @@ export class AttemptLoop {
         };
       } finally {
         clearTimeout(deadline);
+        clearTimeout(whole);
       }
     });
   }

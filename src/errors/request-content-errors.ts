@@ -31,19 +31,26 @@ export class MaxTokensTooLarge extends InvalidRequest {
 }
 
 /**
- * A `function_call_output` whose `call_id` answers no `function_call` before it: neither in the
- * request's input nor in what it continues (the `previous_response_id` chain, the conversation).
- * An engine shown a tool result without its call answers nonsense or fails.
+ * A `function_call_output` whose `call_id` answers no `function_call` before it: in the items sent
+ * (`input[i].call_id`, a conversation's `items[i].call_id`), or stored in what a response continues
+ * (`conversation`, `previous_response_id`: the message names the item to delete). An engine shown a
+ * tool result without its call answers nonsense or fails (see responses/call-outputs.ts).
  */
 export class UnmatchedCallOutput extends InvalidRequest {
   readonly code = 'unmatched_call_id';
+  /**
+   * @param param the request's parameter naming it: `input[1].call_id`, `items[0].call_id`, or the
+   *   `conversation` / `previous_response_id` whose stored items hold it
+   * @param where the item, as the message names it: `input[1]`, `item 'fco_…' of conversation 'conv_…'`
+   */
   constructor(
-    readonly index: number,
     readonly callId: string,
+    param: string,
+    where: string,
   ) {
     super(
-      `No function call found for the function_call_output with call_id '${callId.slice(0, 128)}' (input[${index}]): it must answer a function_call earlier in the input or in the response it continues.`,
-      `input[${index}].call_id`,
+      `No function call found for the function_call_output with call_id '${callId.slice(0, 128)}' (${where.slice(0, 256)}): it must answer a function_call before it, in the items sent or in what they continue.`,
+      param,
     );
   }
 }

@@ -43,7 +43,10 @@ export class RequestStreamClosed extends StreamError {
   }
 }
 
-/** The engine made no progress (keep-alives are none) for `timeouts.idleMs`. */
+/**
+ * The engine made no progress (keep-alives are none) for `timeouts.idleMs`: a stream's next output,
+ * or a non-streaming answer whole after its headers (its bytes alone are no progress).
+ */
 export class StreamIdleTimeout extends StreamError {
   readonly code = 'stream_idle_timeout';
   readonly retryable = true;
@@ -53,8 +56,13 @@ export class StreamIdleTimeout extends StreamError {
   constructor(
     readonly requestId: string,
     readonly ms: number,
+    what: 'stream' | 'body' = 'stream',
   ) {
-    super(`The engine sent no output for request ${requestId} for ${ms} ms.`);
+    super(
+      what === 'body'
+        ? `The engine's answer to request ${requestId} was not whole ${ms} ms after its headers.`
+        : `The engine sent no output for request ${requestId} for ${ms} ms.`,
+    );
   }
 }
 

@@ -32,6 +32,13 @@ export const POOLING_ROUTES: ReadonlySet<string> = new Set([
 /** Dimensions of a mock vector unless the request asks for `dimensions`. */
 export const MOCK_DIMENSIONS = 16;
 
+/**
+ * The most `dimensions` the mock makes a vector of, and the most numbers one answer holds: a
+ * client reaching the mock directly cannot make it build a vector of a billion numbers.
+ */
+export const MOCK_MAX_DIMENSIONS = 65_536;
+export const MOCK_MAX_VALUES = 1 << 21;
+
 class BadRequest extends Error {}
 
 type Body = Record<string, unknown>;
@@ -173,6 +180,14 @@ function embeddings(body: Body, model: string, maxModelLen: number | undefined):
   const dimensions = body.dimensions ?? MOCK_DIMENSIONS;
   if (!Number.isInteger(dimensions) || (dimensions as number) < 1)
     throw new BadRequest('dimensions must be a positive integer.');
+  if ((dimensions as number) > MOCK_MAX_DIMENSIONS)
+    throw new BadRequest(
+      `dimensions is ${dimensions}: this model's vectors have ${MOCK_MAX_DIMENSIONS} at most.`,
+    );
+  if (inputs.length * (dimensions as number) > MOCK_MAX_VALUES)
+    throw new BadRequest(
+      `${inputs.length} inputs of ${dimensions} dimensions: an answer holds ${MOCK_MAX_VALUES} numbers at most.`,
+    );
   const base64 = body.encoding_format === 'base64';
   let tokens = 0;
   const data = inputs.map((item, index) => {

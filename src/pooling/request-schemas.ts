@@ -11,6 +11,14 @@ const optionalNullable = <T extends z.ZodType>(schema: T) => schema.nullable().o
 
 const tokenIds = z.array(z.number().int().nonnegative());
 
+/**
+ * The most `dimensions` an embeddings request may ask for. Real models' vectors have at most a few
+ * thousand (OpenAI's text-embedding-3-large 3072, Qwen3-Embedding-8B and NV-Embed-v2 4096), and
+ * `dimensions` only shortens them (Matryoshka); 65536 leaves sixteen times that, and bounds what
+ * one input's answer can be (about 1.4 MB of JSON numbers) for an engine that would build it.
+ */
+export const MAX_EMBEDDING_DIMENSIONS = 65_536;
+
 export const embeddingsSchema = z.looseObject({
   model: z.string().min(1),
   input: z.union([z.string(), z.array(z.string()), tokenIds, z.array(tokenIds)], {
@@ -18,7 +26,15 @@ export const embeddingsSchema = z.looseObject({
       'expected a string, an array of strings, an array of token ids (integers >= 0), or an array of such arrays',
   }),
   encoding_format: optionalNullable(z.enum(['float', 'base64'])),
-  dimensions: optionalNullable(z.number().int().positive()),
+  dimensions: optionalNullable(
+    z
+      .number()
+      .int()
+      .positive()
+      .max(MAX_EMBEDDING_DIMENSIONS, {
+        error: `at most ${MAX_EMBEDDING_DIMENSIONS}: no embedding model has vectors that long`,
+      }),
+  ),
   user: optionalNullable(z.string()),
 });
 export type EmbeddingsRequest = z.output<typeof embeddingsSchema>;

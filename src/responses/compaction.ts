@@ -5,8 +5,9 @@ import { MissingParameter } from '../errors/request-errors.js';
 import { UpstreamBadResponse } from '../errors/upstream-errors.js';
 import type { Store } from '../storage/types.js';
 import type { Usage } from '../streams/chat-stream-tracker.js';
+import { assertOutputsAnswerCalls } from './call-outputs.js';
 import { encodeCompaction } from './compaction-item.js';
-import { resolveContext } from './context.js';
+import { contextSource, resolveContext } from './context.js';
 import { newId } from './ids.js';
 import { extractPdfTexts } from './input-files.js';
 import { normaliseInput } from './input-items.js';
@@ -83,6 +84,7 @@ export async function compactConversation(
     call.caller,
   );
   const input = request.input == null ? [] : normaliseInput(request.input);
+  assertOutputsAnswerCalls(context.history, input, contextSource(context, 'input'));
   const items: (InputItem | OutputItem)[] = [...context.history, ...input];
   if (items.length === 0) {
     throw new MissingParameter(

@@ -1,6 +1,7 @@
 import { ConversationNotFound, PreviousResponseNotFound } from '../errors/not-found-errors.js';
 import { InvalidValue } from '../errors/request-errors.js';
 import type { Store, StoredResponse } from '../storage/types.js';
+import { type ItemsSource, withoutOrphanOutputs } from './call-outputs.js';
 import { type Caller, visibleTo } from './ownership.js';
 import { markMade } from './provenance.js';
 import type { CreateResponseRequest } from './request-schema.js';
@@ -22,6 +23,15 @@ function itemsOf(response: StoredResponse): (InputItem | OutputItem)[] {
   // What a stored response output, the gateway made; its input, the client sent.
   markMade(output);
   return [...input, ...output];
+}
+
+/** What a context's items come from, as `assertOutputsAnswerCalls` names an orphan among them. */
+export function contextSource(context: ResolvedContext, param: ItemsSource['param']): ItemsSource {
+  if (context.conversationId)
+    return { param, history: { param: 'conversation', id: context.conversationId } };
+  if (context.previousResponseId)
+    return { param, history: { param: 'previous_response_id', id: context.previousResponseId } };
+  return { param };
 }
 
 /**
@@ -46,17 +56,25 @@ export async function resolveContext(
     if (!store) throw new PreviousResponseNotFound(request.previous_response_id);
     const chain: StoredResponse[] = [];
     let id: string | null = request.previous_response_id;
-    while (id && chain.length < MAX_CHAIN) {
+    let cut = false;
+    while (id) {
+      if (chain.length === MAX_CHAIN) {
+        cut = true;
+        break;
+      }
       const stored = await store.getResponse(id);
       const found = stored && visibleTo(stored.ownerKeyId, caller) ? stored : undefined;
       if (!found) {
         if (chain.length === 0) throw new PreviousResponseNotFound(id);
-        break; // an ancestor was deleted: the context starts after it
+        cut = true; // an ancestor was deleted: the context starts after it
+        break;
       }
       chain.push(found);
       id = found.previousResponseId;
     }
-    const history = chain.reverse().flatMap(itemsOf);
+    const whole = chain.reverse().flatMap(itemsOf);
+    // Cut short, the chain starts after the cut: the answers to calls made before it go too.
+    const history = cut ? withoutOrphanOutputs(whole) : whole;
     return { history, previousResponseId: request.previous_response_id, conversationId: null };
   }
   if (conversationId) {

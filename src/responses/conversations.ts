@@ -3,6 +3,7 @@ import { ConversationItemNotFound, ConversationNotFound } from '../errors/not-fo
 import { UnknownCursor } from '../errors/request-content-errors.js';
 import { StorageDisabled } from '../errors/storage-errors.js';
 import type { PageRequest, Store, StoredItem } from '../storage/types.js';
+import { assertOutputsAnswerCalls } from './call-outputs.js';
 import { newId } from './ids.js';
 import { normaliseInput } from './input-items.js';
 import { type Caller, visibleTo } from './ownership.js';
@@ -52,7 +53,9 @@ export class ConversationsService {
       created_at: Math.floor(Date.now() / 1000),
       metadata: body.metadata ?? {},
     };
-    const items = toItems(normaliseInput(body.items ?? []));
+    const normalised = normaliseInput(body.items ?? []);
+    assertOutputsAnswerCalls([], normalised, { param: 'items' });
+    const items = toItems(normalised);
     await this.backend.insertConversation(
       {
         id: conversation.id,
@@ -113,6 +116,12 @@ export class ConversationsService {
   ): Promise<InputItem[]> {
     await this.get(id, caller);
     const normalised = normaliseInput(items);
+    // A tool result answers a call the conversation already holds, or one added before it here.
+    if (normalised.some((item) => item.type === 'function_call_output')) {
+      const held = (await this.backend.allConversationItems(id)) ?? [];
+      const history = held.map((item) => JSON.parse(item.json) as InputItem);
+      assertOutputsAnswerCalls(history, normalised, { param: 'items' });
+    }
     if (!(await this.backend.appendConversationItems(id, toItems(normalised)))) throw notFound(id);
     return normalised;
   }

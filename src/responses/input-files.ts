@@ -202,7 +202,7 @@ const pdfTexts = new WeakMap<object, string>();
 
 /**
  * Reads the text of every PDF `input_file` part among `items` (messages with content parts)
- * with `reader` (pdf.js on a bounded thread; one file read once, by its content). A PDF that
+ * with `reader` (pdf.js in a bounded process; one file read once, by its content). A PDF that
  * cannot be read, holds no text (a scan) or passes the reader's bounds is a 400 naming the file.
  */
 export async function extractPdfTexts(

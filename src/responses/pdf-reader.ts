@@ -1,5 +1,6 @@
+import { type ChildProcess, spawn } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { Worker } from 'node:worker_threads';
+import { fileURLToPath } from 'node:url';
 import { LRUCache } from 'lru-cache';
 import { FileParserBusy, FileTooComplex, InvalidFile, UnsupportedFileType } from '../errors/file-errors.js';
 import { GatewayShuttingDown, InternalError } from '../errors/http-errors.js';
@@ -8,31 +9,28 @@ import type { GatewayMetrics } from '../observability/metrics.js';
 
 /** The bounds of reading PDFs (`files.pdf` in the configuration). */
 export interface PdfReaderOptions {
-  /** Longest one PDF may be read for, once its thread has started. */
+  /** Longest one PDF may be read for, once its reader has started. */
   timeoutMs: number;
-  /** A PDF thread's JS heap, and the binary buffers it decodes streams into, each at most this. */
+  /** A PDF reader's JS heap, and the binary buffers it decodes streams into, each at most this. */
   maxMemoryMb: number;
-  /** PDFs read at once, each on its own thread. */
+  /** PDFs read at once, each in a process of its own. */
   concurrency: number;
-  /** PDFs waiting for a thread; past it a request is refused (503 file_parser_busy). */
+  /** PDFs waiting for a reader; past it a request is refused (503 file_parser_busy). */
   maxQueued: number;
   /** Extracted texts kept by content hash, in MB of text. */
   cacheMb: number;
 }
 
-/** What a PDF thread is started with. */
-export interface PdfThreadInit {
-  maxBufferBytes: number;
-}
-
-/** The one job a PDF thread is given (its bytes are transferred). */
+/** The one job a PDF reader process is given. */
 export interface PdfJob {
   bytes: Uint8Array;
   maxPages: number;
   maxChars: number;
+  /** The bound of the binary buffers it decodes streams into. */
+  maxBufferBytes: number;
 }
 
-/** What a PDF thread says: ready for its job, then how it ended. */
+/** What a PDF reader says: ready for its job, then how it ended. */
 export type PdfThreadMessage =
   | { type: 'ready' }
   | { type: 'text'; text: string }
@@ -50,21 +48,22 @@ type Outcome =
 /** Pages read of one PDF, and characters kept. */
 export const PDF_MAX_PAGES = 500;
 export const PDF_MAX_CHARS = 2_000_000;
-/** Longest a PDF thread may take to start (load pdf.js) before the read fails as a gateway fault. */
+/** Longest a PDF reader may take to start (load pdf.js) before the read fails as a gateway fault. */
 const BOOT_TIMEOUT_MS = 30_000;
 const MIB = 1024 * 1024;
 
 /**
- * Reads the text of PDFs off the event loop: each PDF on a thread of its own (pdf.js holds
- * nothing from one file when it reads the next), ended past `timeoutMs` or when its memory passes
- * `maxMemoryMb`; at most `concurrency` threads at once, `maxQueued` PDFs waiting. What a file
+ * Reads the text of PDFs off the event loop: each PDF in a process of its own (pdf.js holds
+ * nothing from one file when it reads the next, and a reader that runs out of memory, however it
+ * dies, takes nothing else with it), killed past `timeoutMs` or when its memory passes
+ * `maxMemoryMb`; at most `concurrency` readers at once, `maxQueued` PDFs waiting. What a file
  * gave is kept by its SHA-256 in a bounded LRU, so that a chain of responses reading the same PDF
  * (previous_response_id) reads it once; one PDF sent by several requests at once is read once too.
  */
 export class PdfReader {
   private readonly cache: LRUCache<string, Outcome>;
   private readonly reading = new Map<string, Promise<Outcome>>();
-  private readonly threads = new Set<Worker>();
+  private readonly readers = new Set<ChildProcess>();
   private readonly waiting: { go: () => void; fail: (err: Error) => void }[] = [];
   private running = 0;
   private closed = false;
@@ -129,7 +128,7 @@ export class PdfReader {
   private async read(bytes: Uint8Array): Promise<Outcome> {
     await this.acquire();
     try {
-      const outcome = await this.runThread(bytes);
+      const outcome = await this.runReader(bytes);
       this.metrics?.pdfParses.inc({
         outcome: outcome.kind === 'too_complex' ? outcome.bound : outcome.kind,
       });
@@ -154,25 +153,19 @@ export class PdfReader {
     return new Promise((go, fail) => this.waiting.push({ go, fail }));
   }
 
-  /** A thread is free: the next PDF waiting takes it. */
+  /** A reader is free: the next PDF waiting takes it. */
   private release(): void {
     const next = this.waiting.shift();
     if (next) next.go();
     else this.running--;
   }
 
-  /** Reads one PDF on a new thread, ended as soon as it has answered or passed a bound. */
-  private runThread(bytes: Uint8Array): Promise<Outcome> {
+  /** Reads one PDF in a new process, killed as soon as it has answered or passed a bound. */
+  private runReader(bytes: Uint8Array): Promise<Outcome> {
     const { timeoutMs, maxMemoryMb } = this.options;
     return new Promise<Outcome>((resolve, reject) => {
-      const thread = startThread(
-        { maxBufferBytes: maxMemoryMb * MIB },
-        {
-          maxOldGenerationSizeMb: maxMemoryMb,
-          maxYoungGenerationSizeMb: Math.min(16, Math.max(1, Math.floor(maxMemoryMb / 8))),
-        },
-      );
-      this.threads.add(thread);
+      const reader = startReader(maxMemoryMb);
+      this.readers.add(reader);
       let ready = false;
       let settled = false;
       let timer = setTimeout(() => end(new InternalError('The PDF reader did not start.')), BOOT_TIMEOUT_MS);
@@ -180,21 +173,25 @@ export class PdfReader {
         if (settled) return;
         settled = true;
         clearTimeout(timer);
-        this.threads.delete(thread);
-        void thread.terminate();
+        this.readers.delete(reader);
+        reader.kill('SIGKILL');
         if (result instanceof Error) reject(result);
         else resolve(result);
       };
-      thread.on('message', (message: PdfThreadMessage) => {
+      reader.on('message', (message: PdfThreadMessage) => {
         switch (message.type) {
           case 'ready': {
             ready = true;
             clearTimeout(timer);
-            const copy = new Uint8Array(bytes);
-            thread.postMessage(
-              { bytes: copy, maxPages: PDF_MAX_PAGES, maxChars: PDF_MAX_CHARS } satisfies PdfJob,
-              [copy.buffer],
-            );
+            const job: PdfJob = {
+              bytes,
+              maxPages: PDF_MAX_PAGES,
+              maxChars: PDF_MAX_CHARS,
+              maxBufferBytes: maxMemoryMb * MIB,
+            };
+            reader.send(job, (err) => {
+              if (err) end({ kind: 'too_complex', bound: 'memory' });
+            });
             timer = setTimeout(() => end({ kind: 'too_complex', bound: 'time' }), timeoutMs);
             return;
           }
@@ -208,39 +205,62 @@ export class PdfReader {
             return end({ kind: 'unreadable', message: message.message });
         }
       });
-      thread.on('error', (err: Error & { code?: string }) => {
-        if (err.code === 'ERR_WORKER_OUT_OF_MEMORY') return end({ kind: 'too_complex', bound: 'memory' });
-        if (ready) return end({ kind: 'unreadable', message: err.message });
-        this.log?.error({ err }, 'the PDF reader thread failed to start');
+      reader.on('error', (err: Error) => {
+        this.log?.error({ err }, 'the PDF reader process failed');
         end(new InternalError('The PDF reader failed to start.'));
       });
-      thread.on('exit', () => {
+      reader.on('exit', (code, signal) => {
         if (this.closed) return end(new GatewayShuttingDown());
-        end(ready ? { kind: 'unreadable', message: 'the reader stopped' } : new InternalError());
+        // Dying while it read, before any answer, is running out of what it may use: V8 aborts
+        // a process past its heap limit (SIGABRT), whatever pdf.js was allocating.
+        if (ready) return end({ kind: 'too_complex', bound: 'memory' });
+        this.log?.error({ code, signal }, 'the PDF reader process ended before it was ready');
+        end(new InternalError('The PDF reader failed to start.'));
       });
     });
   }
 
-  /** Ends every PDF thread; PDFs waiting for one are refused. */
+  /** Kills every PDF reader; PDFs waiting for one are refused. */
   async close(): Promise<void> {
     this.closed = true;
     for (const waiter of this.waiting.splice(0)) waiter.fail(new GatewayShuttingDown());
-    await Promise.all([...this.threads].map((thread) => thread.terminate()));
+    await Promise.all(
+      [...this.readers].map((reader) => {
+        const exited = new Promise((resolve) => reader.once('exit', resolve));
+        reader.kill('SIGKILL');
+        return reader.exitCode === null && reader.signalCode === null ? exited : undefined;
+      }),
+    );
   }
 }
 
 /**
- * The thread runs the built file, or under tsx the TypeScript source (tests, `tsx src/cli/main.ts`).
- * Under tsx, pdf.js is loaded before tsx's loader is: through it, pdf.js's sources and source maps
- * would take about 100 MB of the thread's heap, which the built gateway does not spend.
+ * A reader process: the built file, or under tsx the TypeScript source (tests, `tsx
+ * src/cli/main.ts`). Under tsx, pdf.js is loaded before tsx's loader is: through it, pdf.js's
+ * sources and source maps would take about 100 MB of the reader's heap, which the built gateway
+ * does not spend. It inherits no environment (nothing of the gateway's secrets), no stdout, and
+ * its stderr is dropped (V8's report of its own death); it talks over IPC (structured clone).
  */
-function startThread(init: PdfThreadInit, resourceLimits: Worker['resourceLimits']): Worker {
+function startReader(maxMemoryMb: number): ChildProcess {
+  const flags = [
+    `--max-old-space-size=${maxMemoryMb}`,
+    `--max-semi-space-size=${Math.min(16, Math.max(1, Math.floor(maxMemoryMb / 16)))}`,
+    '--disallow-code-generation-from-strings',
+  ];
+  const options = {
+    stdio: ['ignore', 'ignore', 'ignore', 'ipc'] as ('ignore' | 'ipc')[],
+    serialization: 'advanced' as const,
+    env: {},
+  };
   const here = import.meta.url;
   if (!here.endsWith('.ts')) {
-    return new Worker(new URL('./pdf-thread.js', here), { workerData: init, resourceLimits });
+    return spawn(process.execPath, [...flags, fileURLToPath(new URL('./pdf-thread.js', here))], options);
   }
   const entry = new URL('./pdf-thread.ts', here).href;
-  const pdfjs = ['pdfjs-dist/legacy/build/pdf.mjs', 'pdfjs-dist/legacy/build/pdf.worker.mjs'];
-  const boot = `Promise.all(${JSON.stringify(pdfjs)}.map((m) => import(m))).then(() => import('tsx/esm/api')).then(({ register }) => { register(); return import(${JSON.stringify(entry)}); });`;
-  return new Worker(boot, { eval: true, workerData: init, resourceLimits });
+  const pdfjs = ['pdfjs-dist/legacy/build/pdf.mjs', 'pdfjs-dist/legacy/build/pdf.worker.mjs'].map((m) =>
+    import.meta.resolve(m),
+  );
+  const tsx = import.meta.resolve('tsx/esm/api');
+  const boot = `Promise.all(${JSON.stringify(pdfjs)}.map((m) => import(m))).then(() => import(${JSON.stringify(tsx)})).then(({ register }) => { register(); return import(${JSON.stringify(entry)}); });`;
+  return spawn(process.execPath, [...flags, '--input-type=module', '--eval', boot], options);
 }

@@ -1,25 +1,27 @@
-import { parentPort, workerData } from 'node:worker_threads';
-import type { PdfJob, PdfThreadInit, PdfThreadMessage } from './pdf-reader.js';
+import type { PdfJob, PdfThreadMessage } from './pdf-reader.js';
 
 /**
- * A PDF thread: reads the text of one PDF with pdf.js, off the gateway's event loop, then is
- * ended by the gateway. Its JS heap is bounded by the Worker's `resourceLimits`; the binary
- * buffers pdf.js decodes streams into live outside that heap, so they are bounded here: a typed
- * array or a decompressed stream that would take this thread's buffers past `maxBufferBytes`
- * tells the gateway, which ends the thread (the PDF is refused as too complex).
+ * A PDF reader: a process of its own that reads the text of one PDF with pdf.js, off the
+ * gateway's event loop, then is killed by the gateway. A process, not a worker thread: V8 ends a
+ * thread that passes its heap limit gracefully only when it can, and a large allocation near the
+ * limit (pdf.js growing an array of a long string's characters) aborts the whole process instead,
+ * which here is this reader and not the gateway. Its JS heap is bounded by `--max-old-space-size`;
+ * the binary buffers pdf.js decodes streams into live outside that heap, so they are bounded here:
+ * a typed array or a decompressed stream that would take this process's buffers past
+ * `maxBufferBytes` tells the gateway, which kills it (the PDF is refused as too complex).
  */
-const init = workerData as PdfThreadInit;
-const port = parentPort!;
 const MIB = 1024 * 1024;
+/** Set by the job (nothing large is allocated before it comes). */
+let maxBufferBytes = Number.POSITIVE_INFINITY;
 let exceeded = false;
 
 function send(message: PdfThreadMessage): void {
-  port.postMessage(message);
+  process.send?.(message);
 }
 
-/** Whether `bytes` more would take this thread's buffers past the bound; says so once, at once. */
+/** Whether `bytes` more would take this process's buffers past the bound; says so once, at once. */
 function overBound(bytes: number): boolean {
-  if (!exceeded && process.memoryUsage().arrayBuffers + bytes <= init.maxBufferBytes) return false;
+  if (!exceeded && process.memoryUsage().arrayBuffers + bytes <= maxBufferBytes) return false;
   if (!exceeded) {
     exceeded = true;
     send({ type: 'exceeded' });
@@ -28,7 +30,7 @@ function overBound(bytes: number): boolean {
 }
 
 function bufferBound(): RangeError {
-  return new RangeError(`PDF buffers past ${Math.round(init.maxBufferBytes / MIB)} MB`);
+  return new RangeError(`PDF buffers past ${Math.round(maxBufferBytes / MIB)} MB`);
 }
 
 /** Bytes a typed array (or ArrayBuffer) constructor is asked to allocate; views of a buffer allocate none. */
@@ -102,17 +104,31 @@ const [pdfjs, pdfjsWorker] = await Promise.all([
   import(WORKER_MODULE) as Promise<{ WorkerMessageHandler: unknown }>,
 ]);
 (globalThis as { pdfjsWorker?: unknown }).pdfjsWorker = pdfjsWorker;
-port.once('message', (job: PdfJob) => {
+process.once('message', (job: PdfJob) => {
+  maxBufferBytes = job.maxBufferBytes;
   void read(job).then(send, (err: unknown) => {
-    send({ type: 'unreadable', message: (err as Error)?.message ?? String(err) });
+    // Out of memory or stack while reading is the file's complexity, not a broken file.
+    if (exceeded || isExhaustion(err)) send({ type: 'exceeded' });
+    else send({ type: 'unreadable', message: (err as Error)?.message ?? String(err) });
   });
 });
 send({ type: 'ready' });
+// The gateway gone (killed outright), nobody is left to read for.
+process.once('disconnect', () => process.exit(0));
+
+/** What V8 throws when a read runs out of a resource: an allocation refused, a stack overflowed. */
+function isExhaustion(err: unknown): boolean {
+  if (!(err instanceof RangeError)) return false;
+  return /allocation failed|invalid (?:array|string|typed array) length|maximum call stack|out of memory/i.test(
+    err.message,
+  );
+}
 
 /** The text of the PDF: its pages' text, one line per page, at most `maxPages` pages and `maxChars` characters. */
 async function read(job: PdfJob): Promise<PdfThreadMessage> {
   const document = await pdfjs.getDocument({
-    data: job.bytes,
+    // As pdf.js wants it: a Uint8Array, not the Buffer IPC may have made of it.
+    data: new Uint8Array(job.bytes.buffer, job.bytes.byteOffset, job.bytes.byteLength),
     isEvalSupported: false,
     disableFontFace: true,
     useSystemFonts: false,

@@ -5,11 +5,11 @@ import type { Engine } from '../dispatch/engine.js';
 import type { FlowTicket } from '../dispatch/flow-control.js';
 import type { ResumableStream, ResumePlan } from '../dispatch/resumable-stream.js';
 import type { ModelRule } from '../dispatch/types.js';
-import { UnmatchedCallOutput } from '../errors/request-content-errors.js';
 import { InvalidValue } from '../errors/request-errors.js';
 import type { RequestTrace } from '../observability/tracing.js';
 import type { Store } from '../storage/types.js';
-import { type ResolvedContext, resolveContext } from './context.js';
+import { assertOutputsAnswerCalls } from './call-outputs.js';
+import { contextSource, type ResolvedContext, resolveContext } from './context.js';
 import { newId } from './ids.js';
 import { extractPdfTexts } from './input-files.js';
 import { normaliseInput } from './input-items.js';
@@ -18,7 +18,7 @@ import type { Caller } from './ownership.js';
 import type { PdfReader } from './pdf-reader.js';
 import type { CreateResponseRequest } from './request-schema.js';
 import { type ChatMessage, contextToMessages, toChatRequest } from './to-chat.js';
-import type { InputItem, OutputItem, ResponseObject } from './types.js';
+import type { InputItem, ResponseObject } from './types.js';
 
 /** How the HTTP layer describes a create call. */
 export interface CreateCall {
@@ -86,7 +86,7 @@ export class ResponseTranslator {
       throw new InvalidValue('This gateway has no storage configured; send store=false.', 'store');
     const context = call.context ?? (await resolveContext(this.history, request, call.caller));
     const input = normaliseInput(request.input);
-    assertOutputsAnswerCalls(context.history, input);
+    assertOutputsAnswerCalls(context.history, input, contextSource(context, 'input'));
     await extractPdfTexts(this.pdf, [...context.history, ...input]);
     const mcp = await this.mcp.prepare(request, context.history, input, call.signal);
     const messages = contextToMessages(request.instructions, [...context.history, ...input]);
@@ -146,25 +146,6 @@ export interface PreparedResponse {
   /** The MCP tool loop of the response (its MCP servers, and the chat messages of its first turn). */
   mcp?: { session: McpSession; messages: ChatMessage[]; turns: ResumableStream[] } | undefined;
   onUsage: CreateCall['onUsage'];
-}
-
-/**
- * Refuses a `function_call_output` of `input` that answers no `function_call` before it (in the
- * history it continues, or earlier in the input): a 400 naming the item.
- */
-function assertOutputsAnswerCalls(
-  history: readonly (InputItem | OutputItem)[],
-  input: readonly InputItem[],
-): void {
-  if (!input.some((item) => item.type === 'function_call_output')) return;
-  const callId = (item: InputItem | OutputItem) => String((item as { call_id?: unknown }).call_id);
-  const calls = new Set<string>();
-  for (const item of history) if (item.type === 'function_call') calls.add(callId(item));
-  input.forEach((item, index) => {
-    if (item.type === 'function_call') calls.add(callId(item));
-    else if (item.type === 'function_call_output' && !calls.has(callId(item)))
-      throw new UnmatchedCallOutput(index, callId(item));
-  });
 }
 
 function baseResponse(

@@ -23,6 +23,9 @@ import type { AddressInfo } from 'node:net';
  *   4 KiB), at most that many a millisecond (default 16) and never faster than the gateway reads,
  *   never a finish (an engine that honours `max_tokens: 2^53-1`); non-streaming: a JSON body
  *   that never ends.
+ * - `trickle[:<ms>[:<pad>]]`: a correct answer (a JSON body, or the stream of `ok`) whose content is
+ *   padded with `pad` spaces (default 4096), written one byte every `ms` ms (default 20): headers
+ *   at once, the whole answer only minutes later (an engine, or a proxy, at 1 byte a tick).
  * - `linger`: a correct stream of 5 tokens and `[DONE]`, after which the response never ends:
  *   a comment every 100 ms (a proxy that holds the connection open past the terminal event).
  * - `ok`: a correct stream of 5 tokens (or a correct JSON answer).
@@ -226,6 +229,27 @@ export async function startEvilEngine(mode = 'ok'): Promise<EvilEngine> {
         every(1, () => {
           const perTick = Number(arg2 ?? 16);
           for (let i = 0; i < perTick && !res.writableNeedDrain; i++) write(token);
+          return undefined;
+        });
+        return;
+      }
+      case 'trickle': {
+        const pad = ' '.repeat(Number(arg2 ?? 4096));
+        let rest: string;
+        if (stream) {
+          sse();
+          rest = `${chunk({ role: 'assistant', content: '' })}${chunk({ content: `t0${pad}` })}${chunk({}, 'stop')}data: [DONE]\n\n`;
+        } else {
+          res.writeHead(200, { 'content-type': 'application/json' });
+          rest = completion(`t0${pad}`, 'stop');
+        }
+        every(Number(arg1 ?? 20), () => {
+          if (rest.length <= 1) {
+            end(rest);
+            return false;
+          }
+          write(rest[0]!);
+          rest = rest.slice(1);
           return undefined;
         });
         return;

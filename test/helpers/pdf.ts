@@ -38,17 +38,19 @@ export function minimalPdf(pages: readonly string[]): Buffer {
 }
 
 /**
- * A one-page PDF whose content stream is `repeat` copies of `content`, FlateDecode-compressed
- * (zlib deflate): a fixture for PDFs built to be hard to read. The stream is deflated as it is
- * made, so one that inflates to hundreds of MB never is held whole.
+ * A one-page PDF whose content stream is `repeat` copies of `content` (between `before` and
+ * `after`), FlateDecode-compressed (zlib deflate): a fixture for PDFs built to be hard to read.
+ * The stream is deflated as it is made, so one that inflates to hundreds of MB never is held whole.
  */
-export async function flatePdf(content: string, repeat = 1): Promise<Buffer> {
+export async function flatePdf(content: string, repeat = 1, before = '', after = ''): Promise<Buffer> {
   const piece = Buffer.from(content, 'latin1');
   const chunks: Buffer[] = [];
   await pipeline(
     Readable.from(
       (function* () {
+        if (before) yield Buffer.from(before, 'latin1');
         for (let i = 0; i < repeat; i++) yield piece;
+        if (after) yield Buffer.from(after, 'latin1');
       })(),
     ),
     createDeflate({ level: 9 }),
