@@ -338,4 +338,6 @@ async function main(): Promise<void> {
 
 // `npm run bench -- routing ...`: the routing benchmark (bench/routing.ts) instead.
 if (process.argv[2] === 'routing') await import('./routing.js');
+// `npm run bench -- hostile`: issue 48's worst cases at once on a 1 GB heap (bench/hostile.ts).
+else if (process.argv[2] === 'hostile') await import('./hostile.js');
 else await main();

@@ -1,0 +1,232 @@
+/**
+ * `npm run bench -- hostile`: issue 48's worst cases at once, against one gateway from the build
+ * in its own process on a 1 GB heap (`--max-old-space-size=1024`, what Node picks in a 2 GiB
+ * container), with the default limits:
+ *
+ * - an engine whose `/metrics` names new LoRA adapters at 1 M names a minute
+ *   (`vllm:lora_requests_info`, a new batch at every read);
+ * - 20 Responses at once, without `max_output_tokens`, on an engine that never stops (the test
+ *   suite's evil engine, `endless`), round after round;
+ * - a worker that lists a model named outside Latin-1 (`模型-lora`) and names with ESC and CR LF,
+ *   asked for non-streaming and streaming, on chat, Responses and Messages;
+ * - requests naming 8 duplicate fallbacks (`[b,a,b,a,b,a,b,a]`), every one of them failing.
+ *
+ * Meanwhile `/health` is asked every 50 ms. It prints, and writes to
+ * bench/results/hostile-<timestamp>.json: whether the gateway stayed up, `/health`'s slowest
+ * answer, the process's resident memory before, at its peak and after (it should come back to
+ * within 10% of where it started), and what each kind of request got.
+ *
+ * `--seconds=N` (default 60) is how long the flood and the rounds go on.
+ */
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { stringify } from 'yaml';
+import { createMockWorker } from '../src/mock/mock-worker.js';
+import { EVIL_MODEL, startEvilEngine } from '../test/helpers/evil-engine.js';
+import { startMetricsEngine } from '../test/helpers/metrics-engine.js';
+import { startCli, stop } from './processes.js';
+
+const SECONDS = Number(process.argv.find((a) => a.startsWith('--seconds='))?.slice(10) ?? 60);
+const ENDLESS_AT_ONCE = 20;
+/** New adapter names a read of `/metrics` (every 250 ms): 1 M a minute. */
+const NAMES_PER_READ = Math.ceil(1_000_000 / 240);
+const HEAP_MB = 1024;
+const ODD_NAMES = ['模型-lora', 'esc-\u001b[31m-model', 'crlf-\r\nx-injected: 1'];
+
+function rssMb(pid: number): number {
+  const match = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return match ? Number(match[1]) / 1024 : Number.NaN;
+}
+
+/** The gateway's V8 heap in use, from its own /metrics (prom-client's default metrics). */
+async function heapMb(url: string): Promise<number> {
+  const text = await (await fetch(`${url}/metrics`)).text();
+  const match = /^sluice_nodejs_heap_size_used_bytes (\S+)$/m.exec(text);
+  return match ? Number(match[1]) / 1024 / 1024 : Number.NaN;
+}
+
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+// The engines, in this process.
+const endless = await startEvilEngine('endless');
+const failing = await startEvilEngine('status:503:1');
+const odd = await createMockWorker({ models: ODD_NAMES });
+let generation = 0;
+const loraText = () => {
+  const names = Array.from({ length: NAMES_PER_READ }, (_, i) => `flood-${generation}-${i}`).join(',');
+  generation++;
+  return (
+    'vllm:num_requests_waiting{model_name="flood-base"} 0\n' +
+    'vllm:num_requests_running{model_name="flood-base"} 0\n' +
+    `vllm:lora_requests_info{max_lora="4",running_lora_adapters="${names}",waiting_lora_adapters=""} ${Date.now() / 1000}\n`
+  );
+};
+const flood = await startMetricsEngine(
+  { kind: 'text', body: loraText() },
+  { models: [{ id: 'flood-base' }] },
+);
+const floodTimer = setInterval(() => {
+  flood.metrics = { kind: 'text', body: loraText() };
+}, 250);
+
+const dir = mkdtempSync(join(tmpdir(), 'sluice-hostile-'));
+const configFile = join(dir, 'sluice.yaml');
+writeFileSync(
+  configFile,
+  stringify({
+    dataDir: dir,
+    workers: [
+      { url: endless.url, id: 'endless', models: [EVIL_MODEL] },
+      { url: failing.url, id: 'failing', models: ['fb-a', 'fb-b'] },
+      { url: odd.url, id: 'odd' },
+      { url: flood.url, id: 'flood' },
+    ],
+  }),
+);
+const gateway = await startCli(['serve', '--port', '0', '--config', configFile, '--log-level', 'info'], {}, [
+  `--max-old-space-size=${HEAP_MB}`,
+  ...(process.env.PROF ? ['--cpu-prof', '--cpu-prof-dir=/tmp/p3/prof2'] : []),
+]);
+let exited: string | undefined;
+gateway.child.on('exit', (code, signal) => {
+  exited = `exit ${code ?? signal}`;
+});
+const url = gateway.url;
+await sleep(1_000);
+const rssStart = rssMb(gateway.pid);
+const heapStart = await heapMb(url);
+
+// /health every 50 ms, each answer timed.
+let healthWorstMs = 0;
+let healthFailures = 0;
+let healthAnswers = 0;
+let probing = true;
+const healthLoop = (async () => {
+  while (probing && exited === undefined) {
+    const start = performance.now();
+    try {
+      const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(10_000) });
+      await res.arrayBuffer();
+      if (res.status !== 200) healthFailures++;
+      healthAnswers++;
+    } catch {
+      healthFailures++;
+    }
+    healthWorstMs = Math.max(healthWorstMs, performance.now() - start);
+    await sleep(50);
+  }
+})();
+
+let rssPeak = rssStart;
+const rssTimer = setInterval(() => {
+  if (exited === undefined) rssPeak = Math.max(rssPeak, rssMb(gateway.pid));
+}, 100);
+
+const outcomes: Record<string, Record<string, number>> = {};
+function count(kind: string, outcome: string): void {
+  const row = outcomes[kind] ?? {};
+  outcomes[kind] = row;
+  row[outcome] = (row[outcome] ?? 0) + 1;
+}
+
+async function ask(kind: string, path: string, body: unknown): Promise<void> {
+  try {
+    const res = await fetch(`${url}${path}`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'x-api-key': 'none' },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(120_000),
+    });
+    const text = await res.text();
+    const code = /"code":"([a-z_]+)"/.exec(text)?.[1];
+    const status = /"status":"([a-z_]+)"/.exec(text)?.[1];
+    count(kind, `${res.status}${code ? ` ${code}` : status ? ` ${status}` : ''}`);
+  } catch (err) {
+    count(kind, `error ${(err as Error).message}`);
+  }
+}
+
+const until = performance.now() + SECONDS * 1000;
+const endlessRounds = (async () => {
+  while (performance.now() < until && exited === undefined) {
+    await Promise.all(
+      Array.from({ length: ENDLESS_AT_ONCE }, (_, i) =>
+        ask('endless responses', '/v1/responses', { model: EVIL_MODEL, input: 'hi', stream: i % 2 === 0 }),
+      ),
+    );
+  }
+})();
+const others = (async () => {
+  const messages = [{ role: 'user', content: 'hi' }];
+  while (performance.now() < until && exited === undefined) {
+    for (const model of ODD_NAMES) {
+      await ask(`chat ${JSON.stringify(model)}`, '/v1/chat/completions', { model, messages, max_tokens: 8 });
+      await ask(`chat stream ${JSON.stringify(model)}`, '/v1/chat/completions', {
+        model,
+        messages,
+        max_tokens: 8,
+        stream: true,
+      });
+      await ask(`responses ${JSON.stringify(model)}`, '/v1/responses', {
+        model,
+        input: 'hi',
+        max_output_tokens: 8,
+      });
+      await ask(`messages ${JSON.stringify(model)}`, '/v1/messages', { model, messages, max_tokens: 8 });
+    }
+    await ask('duplicate fallbacks', '/v1/chat/completions', {
+      model: 'fb-a',
+      messages,
+      fallbacks: ['fb-b', 'fb-a', 'fb-b', 'fb-a', 'fb-b', 'fb-a', 'fb-b', 'fb-a'],
+    });
+    await sleep(200);
+  }
+})();
+await Promise.all([endlessRounds, others]);
+clearInterval(floodTimer);
+
+// After: the flood stopped, nothing in flight. Memory should come back to where it started.
+let rssAfter = Number.NaN;
+let heapAfter = Number.NaN;
+let models = Number.NaN;
+if (exited === undefined) {
+  await sleep(5_000);
+  // A full collection is not forced: what is measured is what the process gives back by itself.
+  rssAfter = rssMb(gateway.pid);
+  heapAfter = await heapMb(url);
+  const listed = (await (await fetch(`${url}/v1/models`)).json()) as { data: unknown[] };
+  models = listed.data.length;
+}
+probing = false;
+await healthLoop;
+clearInterval(rssTimer);
+const attempts = failing.stats.requests;
+
+const report = {
+  at: new Date().toISOString(),
+  seconds: SECONDS,
+  heapMb: HEAP_MB,
+  stayedUp: exited === undefined,
+  exited,
+  health: { answers: healthAnswers, failures: healthFailures, worstMs: Math.round(healthWorstMs) },
+  rssMb: { start: Math.round(rssStart), peak: Math.round(rssPeak), after: Math.round(rssAfter) },
+  rssAfterOverStart: Math.round((rssAfter / rssStart) * 1000) / 1000,
+  heapUsedMb: { start: Math.round(heapStart), after: Math.round(heapAfter) },
+  heapAfterOverStart: Math.round((heapAfter / heapStart) * 1000) / 1000,
+  adapterNamesSent: generation * NAMES_PER_READ,
+  modelsListedAfter: models,
+  failingEngineAttempts: attempts,
+  outcomes,
+};
+console.log(JSON.stringify(report, null, 2));
+const results = new URL('./results/', import.meta.url).pathname;
+mkdirSync(results, { recursive: true });
+writeFileSync(
+  join(results, `hostile-${report.at.replace(/[:.]/g, '-')}.json`),
+  JSON.stringify(report, null, 2),
+);
+
+await stop(gateway, process.env.PROF ? 'SIGTERM' : 'SIGKILL');
+await Promise.all([endless.close(), failing.close(), odd.close(), flood.close()]);
+process.exit(0);
