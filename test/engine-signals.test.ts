@@ -141,6 +141,7 @@ describe('signals settings', () => {
       // 3 × 250 ms would be sooner than a read allowed its whole second.
       staleMs: 1_250,
       maxBytes: 4 * 1024 * 1024,
+      maxSampleBytes: 64 * 1024,
       missingRetryMs: 60_000,
       maxAdapters: 256,
       adapterExpiryMs: 60_000,

@@ -210,10 +210,12 @@ describe('adapters learnt from engine signals', () => {
       set: () => {},
     });
     // The engine runs in this process: its bodies and the gateway's parsing of them share one
-    // event loop, so neither a health check nor a read is timed out here.
+    // event loop, so neither a health check nor a read is timed out here. Its 2 MB of LoRA lines
+    // are kept (by default past signals.maxSampleBytes they are refused unparsed,
+    // engine-signals-bounds.test.ts): the registry's own bound is what is tested here.
     const gateway = await fx.gateway({
       workers: [{ url: engine.url, id: 'e' }],
-      signals: { intervalMs: 50, timeoutMs: 20_000 },
+      signals: { intervalMs: 50, timeoutMs: 20_000, maxSampleBytes: 4 * 1024 * 1024 },
       health: { timeoutMs: 20_000 },
     });
     const registry = gateway.context.registry;

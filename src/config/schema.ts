@@ -248,6 +248,14 @@ export const configSchema = z.strictObject({
       staleMs: positiveInt.optional(),
       /** Most bytes of one `/metrics` body; a larger one is not read (the worker falls back to sluice's counts). */
       maxBytes: positiveInt.default(4 * 1024 * 1024),
+      /**
+       * Most bytes of the lines of the engine's own families (those read, after vLLM's LoRA
+       * series are cut to the newest of each scheduler) kept of one `/metrics`; more is refused
+       * unparsed, as a body past `maxBytes` is. They are parsed on the event loop at up to
+       * 0.6 µs a byte: under the default a read held it at most 20 ms (bench/metrics-read.ts),
+       * and a vLLM of 64 data-parallel engines keeps 18 KiB (src/workers/kept-lines.ts).
+       */
+      maxSampleBytes: positiveInt.default(64 * 1024),
       /** How long a worker without usable `/metrics` (404, not Prometheus text...) goes unasked. */
       missingRetryMs: positiveInt.default(60_000),
       /**

@@ -1,5 +1,6 @@
 import parsePrometheusText, { type PrometheusFamily } from 'parse-prometheus-text-format';
 import type { EngineSignals, LoraSignals, MetricNames, SignalSource } from './engine-signals.js';
+import type { NewestSeries } from './kept-lines.js';
 import { nameFault, RefusedNames } from './reported-names.js';
 
 /**
@@ -80,6 +81,23 @@ const RATIO_SLACK = 0.01;
 
 function dialectsFor(names: Exclude<MetricNames, 'none'>): readonly Dialect[] {
   return names === 'auto' ? DIALECTS : DIALECTS.filter((d) => d.source === names);
+}
+
+/** The labels of vLLM's LoRA gauge that are its state; the others name the scheduler it is of. */
+const LORA_STATE_LABELS: ReadonlySet<string> = new Set([
+  'max_lora',
+  'running_lora_adapters',
+  'waiting_lora_adapters',
+]);
+
+/**
+ * The families of which a reading takes only the newest series of each scheduler (vLLM's LoRA
+ * gauge): the scraper keeps no other line of them (kept-lines.ts).
+ */
+export function newestSeriesOf(names: Exclude<MetricNames, 'none'>): NewestSeries {
+  const families = new Set<string>();
+  for (const d of dialectsFor(names)) if (d.lora) families.add(d.lora);
+  return { families, stateLabels: LORA_STATE_LABELS };
 }
 
 /** Every metric name read for `names`: the scraper keeps the lines of these families only. */
@@ -233,8 +251,8 @@ function lora(name: string, list: readonly Sample[], refused: RefusedNames): Lor
   const latest = new Map<string, Sample>();
   for (const sample of list) {
     if (!Number.isFinite(sample.value)) throw new InvalidValue(`${name} is ${sample.value}, not a time`);
-    const { max_lora: _max, running_lora_adapters: _r, waiting_lora_adapters: _w, ...rest } = sample.labels;
-    const key = JSON.stringify(Object.entries(rest).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+    const rest = Object.entries(sample.labels).filter(([label]) => !LORA_STATE_LABELS.has(label));
+    const key = JSON.stringify(rest.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
     const seen = latest.get(key);
     if (!seen || sample.value >= seen.value) latest.set(key, sample);
   }

@@ -1,9 +1,15 @@
-import { StringDecoder } from 'node:string_decoder';
 import type { Logger } from 'pino';
 import type { SluiceConfig } from '../config/schema.js';
-import { parseSamples, readEngineSignals, type Sample, wantedMetricNames } from './engine-metric-names.js';
+import {
+  newestSeriesOf,
+  parseSamples,
+  readEngineSignals,
+  type Sample,
+  wantedMetricNames,
+} from './engine-metric-names.js';
 import type { MetricNames } from './engine-signals.js';
 import { failureCause } from './health-checker.js';
+import { KeptTooLarge, keptLines, type NewestSeries } from './kept-lines.js';
 import type { WorkerRegistry } from './registry.js';
 import type { Worker } from './worker.js';
 
@@ -37,13 +43,6 @@ const MEANS_MISSING: ReadonlySet<ScrapeFailure> = new Set([
 /** Answers that say there are no metrics to read here (or not for us). */
 const NOT_FOUND_STATUSES: ReadonlySet<number> = new Set([401, 403, 404, 405, 410, 501]);
 
-/** Lines of the wanted families kept from one body; more is not an engine's exposition. */
-const MAX_KEPT_LINES = 10_000;
-/** A line longer than this is skipped to its end, not held (no wanted sample is that long). */
-const MAX_LINE_CHARS = 256 * 1024;
-
-const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*/;
-
 class ScrapeError extends Error {
   constructor(
     readonly reason: ScrapeFailure,
@@ -52,54 +51,6 @@ class ScrapeError extends Error {
     // It may quote a line of the body: a few hundred characters say enough.
     super(message.length > 300 ? `${message.slice(0, 300)}…` : message);
   }
-}
-
-/**
- * Keeps the lines of a `/metrics` body whose metric is one of `wanted`, reading at most
- * `maxBytes`: what is held is those lines and at most one partial line, however large or long
- * the body. Everything else (histograms, comments, other exporters' metrics) is dropped as it
- * streams by, so the parser sees a few dozen lines.
- */
-async function keptLines(
-  body: AsyncIterable<Buffer>,
-  wanted: ReadonlySet<string>,
-  maxBytes: number,
-  path: string,
-): Promise<string> {
-  const decoder = new StringDecoder('utf8');
-  const kept: string[] = [];
-  let bytes = 0;
-  let partial = '';
-  let skipping = false;
-  const line = (text: string) => {
-    const name = METRIC_NAME.exec(text)?.[0];
-    if (name === undefined || !wanted.has(name)) return;
-    if (kept.push(text) > MAX_KEPT_LINES)
-      throw new ScrapeError('too_large', `${path} has more than ${MAX_KEPT_LINES} samples of engine metrics`);
-  };
-  const take = (piece: string) => {
-    let start = 0;
-    for (let nl = piece.indexOf('\n'); nl >= 0; nl = piece.indexOf('\n', start)) {
-      if (!skipping) line(partial + piece.slice(start, nl));
-      partial = '';
-      skipping = false;
-      start = nl + 1;
-    }
-    if (skipping) return;
-    partial += piece.slice(start);
-    if (partial.length > MAX_LINE_CHARS) {
-      partial = '';
-      skipping = true;
-    }
-  };
-  for await (const chunk of body) {
-    bytes += chunk.length;
-    if (bytes > maxBytes) throw new ScrapeError('too_large', `${path} is larger than ${maxBytes} bytes`);
-    take(decoder.write(chunk));
-  }
-  take(decoder.end());
-  if (!skipping && partial.length > 0) line(partial);
-  return kept.join('\n');
 }
 
 function headerValue(value: string | string[] | undefined): string | undefined {
@@ -115,7 +66,7 @@ function headerValue(value: string | string[] | undefined): string | undefined {
  */
 export class SignalScraper {
   private timer: NodeJS.Timeout | undefined;
-  private readonly wanted = new Map<MetricNames, ReadonlySet<string>>();
+  private readonly wanted = new Map<MetricNames, { names: ReadonlySet<string>; newest: NewestSeries }>();
 
   constructor(
     private readonly registry: WorkerRegistry,
@@ -158,10 +109,13 @@ export class SignalScraper {
     return state.inFlight;
   }
 
-  private wantedFor(names: Exclude<MetricNames, 'none'>): ReadonlySet<string> {
+  private wantedFor(names: Exclude<MetricNames, 'none'>): {
+    names: ReadonlySet<string>;
+    newest: NewestSeries;
+  } {
     let wanted = this.wanted.get(names);
     if (!wanted) {
-      wanted = wantedMetricNames(names);
+      wanted = { names: wantedMetricNames(names), newest: newestSeriesOf(names) };
       this.wanted.set(names, wanted);
     }
     return wanted;
@@ -256,7 +210,7 @@ export class SignalScraper {
     worker: Worker,
     names: Exclude<MetricNames, 'none'>,
   ): Promise<Map<string, Sample[]>> {
-    const { timeoutMs, maxBytes } = this.options;
+    const { timeoutMs, maxBytes, maxSampleBytes } = this.options;
     const path = worker.signalState.path;
     const headers: Record<string, string> = { accept: 'text/plain;version=0.0.4;q=1, */*;q=0.1' };
     if (worker.apiKey) headers.authorization = `Bearer ${worker.apiKey}`;
@@ -283,7 +237,16 @@ export class SignalScraper {
       const length = Number(headerValue(response.headers['content-length']));
       if (length > maxBytes)
         throw new ScrapeError('too_large', `${path} is ${length} bytes, more than ${maxBytes}`);
-      const text = await keptLines(body, this.wantedFor(names), maxBytes, path);
+      const wanted = this.wantedFor(names);
+      const text = await keptLines(
+        body,
+        wanted.names,
+        wanted.newest,
+        { maxBytes, maxSampleBytes },
+        path,
+      ).catch((err: unknown) => {
+        throw err instanceof KeptTooLarge ? new ScrapeError('too_large', err.message) : err;
+      });
       try {
         return parseSamples(text);
       } catch (err) {
