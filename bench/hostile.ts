@@ -18,6 +18,7 @@
  *
  * `--seconds=N` (default 60) is how long the flood and the rounds go on.
  */
+import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -32,6 +33,7 @@ const ENDLESS_AT_ONCE = 20;
 /** New adapter names a read of `/metrics` (every 250 ms): 1 M a minute. */
 const NAMES_PER_READ = Math.ceil(1_000_000 / 240);
 const HEAP_MB = 1024;
+const GC_ON_SIGNAL = new URL('./gc-on-signal.mjs', import.meta.url).href;
 const ODD_NAMES = ['模型-lora', 'esc-\u001b[31m-model', 'crlf-\r\nx-injected: 1'];
 
 function rssMb(pid: number): number {
@@ -49,7 +51,12 @@ async function heapMb(url: string): Promise<number> {
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 // The engines, in this process.
-const endless = await startEvilEngine('endless');
+/**
+ * `--endless=MODE`: the evil engine's mode (default `endless`: 4 KiB tokens, up to 16 a
+ * millisecond, as fast as the gateway reads; `endless:16:2` is closer to a real engine's tokens).
+ */
+const ENDLESS_MODE = process.argv.find((a) => a.startsWith('--endless='))?.slice(10) ?? 'endless';
+const endless = await startEvilEngine(ENDLESS_MODE);
 const failing = await startEvilEngine('status:503:1');
 const odd = await createMockWorker({ models: ODD_NAMES });
 let generation = 0;
@@ -66,7 +73,11 @@ const flood = await startMetricsEngine(
   { kind: 'text', body: loraText() },
   { models: [{ id: 'flood-base' }] },
 );
+/** `--only=endless|flood|others`: one part alone (to find what costs what). */
+const ONLY = process.argv.find((a) => a.startsWith('--only='))?.slice(7);
+const on = (part: string) => ONLY === undefined || ONLY.split(',').includes(part);
 const floodTimer = setInterval(() => {
+  if (!on('flood')) return;
   flood.metrics = { kind: 'text', body: loraText() };
 }, 250);
 
@@ -76,6 +87,8 @@ writeFileSync(
   configFile,
   stringify({
     dataDir: dir,
+    // `SLUICE_BENCH_LIMITS='{"maxHeldBytes":33554432}'`: other limits than the defaults.
+    ...(process.env.SLUICE_BENCH_LIMITS ? { limits: JSON.parse(process.env.SLUICE_BENCH_LIMITS) } : {}),
     workers: [
       { url: endless.url, id: 'endless', models: [EVIL_MODEL] },
       { url: failing.url, id: 'failing', models: ['fb-a', 'fb-b'] },
@@ -87,6 +100,9 @@ writeFileSync(
 const gateway = await startCli(['serve', '--port', '0', '--config', configFile, '--log-level', 'info'], {}, [
   `--max-old-space-size=${HEAP_MB}`,
   ...(process.env.PROF ? ['--cpu-prof', '--cpu-prof-dir=/tmp/p3/prof2'] : []),
+  '--expose-gc',
+  '--import',
+  GC_ON_SIGNAL,
 ]);
 let exited: string | undefined;
 gateway.child.on('exit', (code, signal) => {
@@ -97,26 +113,15 @@ await sleep(1_000);
 const rssStart = rssMb(gateway.pid);
 const heapStart = await heapMb(url);
 
-// /health every 50 ms, each answer timed.
-let healthWorstMs = 0;
-let healthFailures = 0;
-let healthAnswers = 0;
-let probing = true;
-const healthLoop = (async () => {
-  while (probing && exited === undefined) {
-    const start = performance.now();
-    try {
-      const res = await fetch(`${url}/health`, { signal: AbortSignal.timeout(10_000) });
-      await res.arrayBuffer();
-      if (res.status !== 200) healthFailures++;
-      healthAnswers++;
-    } catch {
-      healthFailures++;
-    }
-    healthWorstMs = Math.max(healthWorstMs, performance.now() - start);
-    await sleep(50);
-  }
-})();
+// /health every 50 ms, each answer timed, from a process of its own.
+const prober = spawn(process.execPath, [new URL('./health-prober.mjs', import.meta.url).pathname, url], {
+  stdio: ['pipe', 'pipe', 'inherit'],
+});
+let proberOutput = '';
+prober.stdout!.on('data', (chunk: Buffer) => {
+  proberOutput += chunk.toString();
+});
+const proberDone = new Promise((resolve) => prober.once('exit', resolve));
 
 let rssPeak = rssStart;
 const rssTimer = setInterval(() => {
@@ -149,7 +154,7 @@ async function ask(kind: string, path: string, body: unknown): Promise<void> {
 
 const until = performance.now() + SECONDS * 1000;
 const endlessRounds = (async () => {
-  while (performance.now() < until && exited === undefined) {
+  while (on('endless') && performance.now() < until && exited === undefined) {
     await Promise.all(
       Array.from({ length: ENDLESS_AT_ONCE }, (_, i) =>
         ask('endless responses', '/v1/responses', { model: EVIL_MODEL, input: 'hi', stream: i % 2 === 0 }),
@@ -159,7 +164,7 @@ const endlessRounds = (async () => {
 })();
 const others = (async () => {
   const messages = [{ role: 'user', content: 'hi' }];
-  while (performance.now() < until && exited === undefined) {
+  while (on('others') && performance.now() < until && exited === undefined) {
     for (const model of ODD_NAMES) {
       await ask(`chat ${JSON.stringify(model)}`, '/v1/chat/completions', { model, messages, max_tokens: 8 });
       await ask(`chat stream ${JSON.stringify(model)}`, '/v1/chat/completions', {
@@ -184,36 +189,77 @@ const others = (async () => {
   }
 })();
 await Promise.all([endlessRounds, others]);
+await sleep(Math.max(0, until - performance.now()));
 clearInterval(floodTimer);
 
 // After: the flood stopped, nothing in flight. Memory should come back to where it started.
 let rssAfter = Number.NaN;
 let heapAfter = Number.NaN;
+let settledAfterS = Number.NaN;
+let heapAfterNatural = Number.NaN;
+let rssAfterNatural = Number.NaN;
+/** What the gateway says it still holds and has in flight, after. */
+let leftAfter: string[] = [];
 let models = Number.NaN;
 if (exited === undefined) {
-  await sleep(5_000);
-  // A full collection is not forced: what is measured is what the process gives back by itself.
-  rssAfter = rssMb(gateway.pid);
-  heapAfter = await heapMb(url);
+  // A full collection is not forced: what is measured is what the process gives back by itself,
+  // with /health still asked (V8 collects and shrinks its heap once the process is idle). Read
+  // every 2 s for at most 60 s, until the heap is back within 10% of where it started.
+  const settleUntil = performance.now() + 60_000;
+  do {
+    await sleep(2_000);
+    heapAfter = await heapMb(url);
+    rssAfter = rssMb(gateway.pid);
+  } while (heapAfter > heapStart * 1.1 && performance.now() < settleUntil);
+  settledAfterS = Math.round((performance.now() - (settleUntil - 60_000)) / 1000);
+  heapAfterNatural = heapAfter;
+  rssAfterNatural = rssAfter;
+  if (heapAfter > heapStart * 1.1) {
+    // What V8 left uncollected is garbage, or held: a full collection tells which.
+    gateway.child.kill('SIGUSR2');
+    await sleep(2_000);
+    heapAfter = await heapMb(url);
+    rssAfter = rssMb(gateway.pid);
+  }
   const listed = (await (await fetch(`${url}/v1/models`)).json()) as { data: unknown[] };
   models = listed.data.length;
+  heapAfterNatural = heapAfter;
+  rssAfterNatural = rssAfter;
+  if (heapAfter > heapStart * 1.1) {
+    // What V8 left uncollected is garbage, or held: a full collection tells which.
+    gateway.child.kill('SIGUSR2');
+    await sleep(2_000);
+    heapAfter = await heapMb(url);
+    rssAfter = rssMb(gateway.pid);
+  }
+  const text = await (await fetch(`${url}/metrics`)).text();
+  leftAfter = text
+    .split('\n')
+    .filter((line) => /^sluice_(held_bytes|inflight_requests|worker_inflight_requests)[ {]/.test(line));
 }
-probing = false;
-await healthLoop;
+prober.stdin!.end();
+await proberDone;
+const health = JSON.parse(proberOutput.trim() || '{}') as Record<string, number>;
 clearInterval(rssTimer);
 const attempts = failing.stats.requests;
 
 const report = {
   at: new Date().toISOString(),
   seconds: SECONDS,
+  endlessMode: ENDLESS_MODE,
   heapMb: HEAP_MB,
   stayedUp: exited === undefined,
   exited,
-  health: { answers: healthAnswers, failures: healthFailures, worstMs: Math.round(healthWorstMs) },
+  health,
   rssMb: { start: Math.round(rssStart), peak: Math.round(rssPeak), after: Math.round(rssAfter) },
   rssAfterOverStart: Math.round((rssAfter / rssStart) * 1000) / 1000,
   heapUsedMb: { start: Math.round(heapStart), after: Math.round(heapAfter) },
   heapAfterOverStart: Math.round((heapAfter / heapStart) * 1000) / 1000,
+  /** Seconds after the load until the heap was back within 10% (or 60 s: it was not). */
+  settledAfterS,
+  /** Heap and RSS when the 60 s ran out without V8 collecting by itself (before the forced collection). */
+  uncollected: { heapMb: Math.round(heapAfterNatural), rssMb: Math.round(rssAfterNatural) },
+  leftAfter,
   adapterNamesSent: generation * NAMES_PER_READ,
   modelsListedAfter: models,
   failingEngineAttempts: attempts,

@@ -341,7 +341,7 @@ export const configSchema = z.strictObject({
        * What all requests together may hold of answers being built (non-streaming engine
        * answers being read, Responses runs, the text kept for a continuation) past 1 MiB each:
        * past it, the request that needs more fails with a 503 `gateway_memory_full` (a stream:
-       * its typed terminal event). Default: an eighth of the V8 heap limit (docs/SECURITY.md).
+       * its typed terminal event). Default: a sixteenth of the V8 heap limit (docs/SECURITY.md).
        */
       maxHeldBytes: positiveInt.optional(),
       /**

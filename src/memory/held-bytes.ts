@@ -10,13 +10,14 @@ export const HOLD_FLOOR_BYTES = 1024 * 1024;
 const STEP_BYTES = 64 * 1024;
 
 /**
- * The default budget: an eighth of the V8 heap this process may grow to (`--max-old-space-size`,
- * or what Node picks from the machine's or container's memory). What is held costs about three
- * times its size at its peak (docs/SECURITY.md, "Memory"), so the answers being built take at
- * most about 3/8 of the heap, beside the floor each request in flight may hold.
+ * The default budget: a sixteenth of the V8 heap this process may grow to (`--max-old-space-size`,
+ * or what Node picks from the machine's or container's memory). At its peak a byte held costs
+ * about six in the heap (its events, their join and copy to storage, the garbage of the answer
+ * being built: docs/SECURITY.md, "Memory"), so the answers being built take at most about 3/8 of
+ * the heap, beside the floor each request in flight may hold.
  */
 export function defaultHeldBudget(): number {
-  return Math.floor(getHeapStatistics().heap_size_limit / 8);
+  return Math.floor(getHeapStatistics().heap_size_limit / 16);
 }
 
 /**

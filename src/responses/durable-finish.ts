@@ -1,5 +1,6 @@
 import { isSluiceError } from '../errors/base.js';
 import { StoreUnavailable } from '../errors/storage-errors.js';
+import { nextTurn } from '../memory/turns.js';
 import type { Logger } from '../observability/logger.js';
 import type { ResponseEnding, Store, StoredResponse } from '../storage/types.js';
 import type { TerminalDraft } from './response-builder.js';
@@ -197,10 +198,14 @@ export async function joinEvents(events: readonly string[]): Promise<string> {
     slices.push(events.slice(start, i + 1).join(','));
     start = i + 1;
     chars = 0;
-    await new Promise<void>((resolve) => setImmediate(resolve));
+    await nextTurn();
   }
   if (start < events.length || slices.length === 0) slices.push(events.slice(start).join(','));
-  return `[${slices.join(',')}]`;
+  // The brackets go inside the first and last slices: the join then makes one flat string, which
+  // the storage thread's sender slices without another copy.
+  slices[0] = `[${slices[0]}`;
+  slices[slices.length - 1] = `${slices.at(-1)}]`;
+  return slices.length === 1 ? slices[0]! : slices.join(',');
 }
 
 /** The store error's code for the metric label (a closed set: the store_* codes). */

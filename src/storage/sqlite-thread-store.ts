@@ -2,6 +2,7 @@ import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import { Worker } from 'node:worker_threads';
 import { StoreError } from '../errors/storage-errors.js';
+import { nextTurn } from '../memory/turns.js';
 import { fromSqliteError, storeError } from './error-mapping.js';
 import { splitLargeStrings } from './large-strings.js';
 import { type SqliteStoreOptions, SqliteSyncStore } from './sqlite-store.js';
@@ -147,7 +148,7 @@ class SqliteThreadStore {
         // The thread was replaced meanwhile: the call was failed with it.
         if (thread !== this.thread) return;
         thread.postMessage({ piece: true, id: call.id, index, text } satisfies SqlitePiece);
-        await new Promise<void>((resolve) => setImmediate(resolve));
+        await nextTurn();
       }
     }
     if (thread === this.thread) thread.postMessage(call);
