@@ -106,8 +106,10 @@ describe('client disconnects and slow clients', () => {
       const gw = await startGateway({
         workers: [{ url: engine.url, models: [FLOOD_MODEL] }],
         storage: { kind: 'none' },
-        // What a Responses run holds is bounded (64 MiB by default): this one is let hold its 96 MiB.
-        limits: { maxBodyBytes: 512 * 1024 * 1024 },
+        // What a Responses run holds is bounded (64 MiB by default, the copies its closing makes of
+        // its content counted ahead, and all runs together by limits.maxHeldBytes): this one is let
+        // hold its 96 MiB and the copies its end makes of them.
+        limits: { maxBodyBytes: 1024 * 1024 * 1024, maxHeldBytes: 1024 * 1024 * 1024 },
       });
       // The gateway runs in this process: a 'drain' listener per refused write would be a warning.
       const warnings: Error[] = [];

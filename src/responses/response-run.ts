@@ -24,11 +24,11 @@ export interface RunLimit {
 }
 
 /**
- * How many times the closing of a run repeats each character of its content: the done events of
- * its item (`output_text.done`, `content_part.done`, `output_item.done`), the final response's JSON
- * and the terminal event around it.
+ * How many copies of each character of its content a run holds at its end: the builder's own
+ * text, the done events of its item (`output_text.done`, `content_part.done`, `output_item.done`),
+ * the final response's JSON and the terminal event around it.
  */
-const CLOSING_COPIES = 5;
+const CONTENT_COPIES = 6;
 
 /**
  * One response being generated: the builder of its event ladder, the events kept for storage
@@ -49,7 +49,7 @@ export class ResponseRun {
   /** Aborted (reason `cancelled` or `abandoned`) when the run is cancelled or its client goes away. */
   private readonly halt = new AbortController();
   private settle: ((end: RunEnd) => void) | undefined;
-  /** Characters of the events published so far. */
+  /** Characters of the events kept so far (a run that is not stored keeps none). */
   private held = 0;
   private overflowed = false;
 
@@ -79,8 +79,10 @@ export class ResponseRun {
 
   /** Publishes an already-built event (the terminal one) to storage's list and every writer. */
   publish(json: string, type: string): void {
-    this.held += json.length;
-    if (this.keepEvents) this.events.push(json);
+    if (this.keepEvents) {
+      this.held += json.length;
+      this.events.push(json);
+    }
     for (const writer of this.writers) {
       const stream = this.stream;
       if (!writer.write(json, type) && stream) {
@@ -92,7 +94,7 @@ export class ResponseRun {
     if (!limit || this.overflowed || !this.settle) return;
     // Nothing more is read past a bound: the stream ends as failed, and the closing events and
     // terminal come after.
-    const projected = this.held + CLOSING_COPIES * this.builder.contentChars;
+    const projected = this.held + CONTENT_COPIES * this.builder.contentChars;
     if (projected > limit.bytes) {
       this.overflowed = true;
       this.stream?.fail(new UpstreamBodyTooLarge(limit.requestId, limit.bytes));
