@@ -223,15 +223,6 @@ if (exited === undefined) {
   }
   const listed = (await (await fetch(`${url}/v1/models`)).json()) as { data: unknown[] };
   models = listed.data.length;
-  heapAfterNatural = heapAfter;
-  rssAfterNatural = rssAfter;
-  if (heapAfter > heapStart * 1.1) {
-    // What V8 left uncollected is garbage, or held: a full collection tells which.
-    gateway.child.kill('SIGUSR2');
-    await sleep(2_000);
-    heapAfter = await heapMb(url);
-    rssAfter = rssMb(gateway.pid);
-  }
   const text = await (await fetch(`${url}/metrics`)).text();
   leftAfter = text
     .split('\n')

@@ -155,18 +155,19 @@ describe('output token bounds', () => {
   });
 });
 
-describe('what the gateway holds of one answer is bounded', () => {
-  async function evilGateway(extra: SluiceConfigInput = {}) {
-    const engine = await startEvilEngine('ok');
-    engines.push(engine);
-    const gateway = await fixture.gateway({
-      workers: [{ url: engine.url, id: 'evil-0', models: [EVIL_MODEL] }],
-      server: { forwardHeaders: ['x-evil'] },
-      ...extra,
-    });
-    return { engine, url: gateway.url };
-  }
+/** A gateway in front of the evil engine, whose mode a request picks with `x-evil`. */
+async function evilGateway(extra: SluiceConfigInput = {}) {
+  const engine = await startEvilEngine('ok');
+  engines.push(engine);
+  const gateway = await fixture.gateway({
+    workers: [{ url: engine.url, id: 'evil-0', models: [EVIL_MODEL] }],
+    server: { forwardHeaders: ['x-evil'] },
+    ...extra,
+  });
+  return { engine, url: gateway.url };
+}
 
+describe('what the gateway holds of one answer is bounded', () => {
   /** Samples the heap while `work` runs; resolves its result and the largest growth seen. */
   async function peakGrowth<T>(work: Promise<T>): Promise<{ result: T; growth: number }> {
     const base = heapUsed();
@@ -349,17 +350,6 @@ describe('what the gateway holds of one answer is bounded', () => {
 });
 
 describe('what all requests hold together is bounded (limits.maxHeldBytes)', () => {
-  async function evilGateway(extra: SluiceConfigInput = {}) {
-    const engine = await startEvilEngine('ok');
-    engines.push(engine);
-    const gateway = await fixture.gateway({
-      workers: [{ url: engine.url, id: 'evil-0', models: [EVIL_MODEL] }],
-      server: { forwardHeaders: ['x-evil'] },
-      ...extra,
-    });
-    return { engine, url: gateway.url };
-  }
-
   it('endless Responses runs end failed gateway_memory_full when the budget is full, each stored as shown, while a small answer completes; every byte goes back', async () => {
     // Each run may hold far more on its own (maxBodyBytes): the shared budget is what stops them.
     const { engine, url } = await evilGateway({ limits: { maxBodyBytes: 64 * MiB, maxHeldBytes: 4 * MiB } });
