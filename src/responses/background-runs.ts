@@ -3,7 +3,7 @@ import { isSluiceError, type SluiceError } from '../errors/base.js';
 import { ClientDisconnected } from '../errors/http-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { Store } from '../storage/types.js';
-import { eventsArray, record } from './durable-finish.js';
+import { joinEvents, record } from './durable-finish.js';
 import type { ResponseRun, RunEnd } from './response-run.js';
 import type { ResponseRunner } from './response-runner.js';
 import { isUnfinished, type Terminal } from './terminal.js';
@@ -42,7 +42,7 @@ export class BackgroundRuns {
     run.builder.begin(true);
     const queuedJson = JSON.stringify(prepared.response);
     await this.store.insertResponse({
-      ...record(prepared, queuedJson, 'queued', eventsArray(run.events)),
+      ...record(prepared, queuedJson, 'queued', await joinEvents(run.events)),
       ownerReplicaId: this.replicaId ?? null,
     });
     // Detached from the client: its own abort signal, never the client's.
@@ -130,9 +130,10 @@ export class BackgroundRuns {
       // sent, unless what is stored is uncertain (the first write, or after a write that failed).
       const json = JSON.stringify(run.response);
       const status = run.response.status;
+      // A whole rewrite is joined a slice a turn (joinEvents), from the events of that instant.
       const update =
         state.written < 0
-          ? { json, status, eventsJson: eventsArray(run.events) }
+          ? { json, status, eventsJson: await joinEvents(run.events.slice(0, count)) }
           : { json, status, appendEventsJson: run.events.slice(state.written).join(',') };
       state.written = -1;
       if (await this.store.updateResponse(id, update)) state.written = count;

@@ -175,18 +175,14 @@ export class DurableFinisher {
   }
 }
 
-/** The events kept for storage, as the JSON text of an array. */
-export function eventsArray(events: readonly string[]): string {
-  return `[${events.join(',')}]`;
-}
-
 /** Characters of events joined in one turn of the event loop (see joinEvents). */
 const JOIN_SLICE_CHARS = 1024 * 1024;
 
 /**
- * `eventsArray`, a slice of about 1 MiB of events a turn of the event loop: a long run's tens of
- * MiB of events are not joined in one turn while every other stream and `/health` wait (the join
- * of the whole measured 6 ms a MiB, issue 48). The slices are joined at the end, in one copy.
+ * The events kept for storage, as the JSON text of an array, joined a slice of about 1 MiB of
+ * events a turn of the event loop: a long run's tens of MiB of events are not joined in one turn
+ * while every other stream and `/health` wait (the join of the whole measured 6 ms a MiB, issue
+ * 48). The slices are joined at the end, in one copy.
  */
 export async function joinEvents(events: readonly string[]): Promise<string> {
   const slices: string[] = [];
