@@ -13,6 +13,7 @@ import { Router } from './dispatch/router.js';
 import { GatewayShuttingDown } from './errors/http-errors.js';
 import { ClientClosed, DispatcherClosed } from './errors/stream-errors.js';
 import { defaultHeldBudget, HeldBytes } from './memory/held-bytes.js';
+import { IdleCollection } from './memory/idle-collection.js';
 import { createLogger, type Logger } from './observability/logger.js';
 import { GatewayMetrics } from './observability/metrics.js';
 import { Tracing } from './observability/tracing.js';
@@ -56,6 +57,8 @@ export class Gateway {
   readonly sharing: ReplicaSharing;
   /** What all requests together hold of answers being built (`limits.maxHeldBytes`). */
   readonly held: HeldBytes;
+  /** One full collection after a burst, once the requests hold little again (issue 48). */
+  private readonly idleCollection: IdleCollection;
   private closed = false;
 
   constructor(
@@ -97,6 +100,15 @@ export class Gateway {
     const requests = new RequestRegistry();
     this.held = new HeldBytes(config.limits.maxHeldBytes ?? defaultHeldBudget());
     metrics.bindHeld(this.held);
+    const held = this.held;
+    this.idleCollection = new IdleCollection({
+      quiet: () => held.inUse <= held.capacity / 16,
+      onCollected: (before, after) =>
+        log.info(
+          { heapUsedBeforeMb: Math.round(before / 2 ** 20), heapUsedAfterMb: Math.round(after / 2 ** 20) },
+          'collected the garbage of a burst',
+        ),
+    });
     this.flow = config.flow.enabled
       ? new FlowControl(
           {
@@ -176,6 +188,7 @@ export class Gateway {
     // A first reading of every engine (each read bounded by signals.timeoutMs), then one per interval.
     await this.signals.tick();
     this.signals.start();
+    this.idleCollection.start();
     await this.app.listen({ host: this.config.server.host, port: this.config.server.port });
     const url = this.url;
     this.log.info(
@@ -249,6 +262,7 @@ export class Gateway {
     this.lifecycle.draining = true;
     this.context.health.stop();
     this.signals.stop();
+    this.idleCollection.stop();
     this.flow?.close(new GatewayShuttingDown());
     await this.sharing.stop();
     await this.discovery?.stop();

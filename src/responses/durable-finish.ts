@@ -46,6 +46,7 @@ export class DurableFinisher {
     end: RunEnd,
     write: 'insert' | 'update',
   ): Promise<Terminal> {
+    await turnForTerminal(run.builder.contentChars);
     let terminal = run.builder.terminal(end);
     if (prepared.store && this.store) {
       try {
@@ -78,7 +79,12 @@ export class DurableFinisher {
         }
       }
     }
-    for (const event of terminal.closing) run.publish(event.json, event.type);
+    // A long answer's closing events each carry its whole text: each is written in a turn of its own.
+    for (const event of terminal.closing) {
+      await turnForTerminal(run.builder.contentChars);
+      run.publish(event.json, event.type);
+    }
+    await turnForTerminal(run.builder.contentChars);
     run.publish(terminal.eventJson, terminal.type);
     const usage = run.response.usage;
     prepared.onUsage?.(
@@ -176,32 +182,52 @@ export class DurableFinisher {
 }
 
 /** Characters of events joined in one turn of the event loop (see joinEvents). */
-const JOIN_SLICE_CHARS = 1024 * 1024;
+const JOIN_SLICE_CHARS = 512 * 1024;
 
 /**
- * The events kept for storage, as the JSON text of an array, joined a slice of about 1 MiB of
- * events a turn of the event loop: a long run's tens of MiB of events are not joined in one turn
- * while every other stream and `/health` wait (the join of the whole measured 6 ms a MiB, issue
- * 48). The slices are joined at the end, in one copy.
+ * Characters of content past which a response's terminal (the done events and the final object,
+ * each carrying the whole text) is built in a turn of its own: twenty long runs ending together
+ * (a full memory budget ends them within moments) built theirs in one turn, 124 ms of it measured
+ * under a 4 KiB-token flood (`npm run bench -- hostile`, issue 48). Below it the turn is not worth
+ * its wait: every short response finishes in the turn its engine ended.
+ */
+const OWN_TURN_CHARS = 256 * 1024;
+
+/** Waits for a turn of the event loop of its own when the terminal to build is large (see OWN_TURN_CHARS). */
+export function turnForTerminal(contentChars: number): Promise<void> | undefined {
+  return contentChars > OWN_TURN_CHARS ? nextTurn() : undefined;
+}
+
+/**
+ * The events kept for storage, as the JSON text of an array. Past a slice of about 512 KiB of
+ * events, each slice is joined in a turn of the event loop of its own, the first one too (the
+ * turn that ended the run has built its terminal already): a long run's tens of MiB of events are
+ * not joined in one turn while every other stream and `/health` wait (the join of the whole
+ * measured 6 ms a MiB, issue 48). The slices are joined at the end, in one copy.
  */
 export async function joinEvents(events: readonly string[]): Promise<string> {
-  const slices: string[] = [];
-  let start = 0;
+  const ends: number[] = [];
   let chars = 0;
   for (let i = 0; i < events.length; i++) {
     chars += events[i]!.length;
     if (chars < JOIN_SLICE_CHARS) continue;
-    slices.push(events.slice(start, i + 1).join(','));
-    start = i + 1;
+    ends.push(i + 1);
     chars = 0;
-    await nextTurn();
   }
-  if (start < events.length || slices.length === 0) slices.push(events.slice(start).join(','));
+  if (ends.at(-1) !== events.length) ends.push(events.length);
+  if (ends.length === 1) return `[${events.join(',')}]`;
+  const slices: string[] = [];
+  let start = 0;
+  for (const end of ends) {
+    await nextTurn();
+    slices.push(events.slice(start, end).join(','));
+    start = end;
+  }
   // The brackets go inside the first and last slices: the join then makes one flat string, which
   // the storage thread's sender slices without another copy.
   slices[0] = `[${slices[0]}`;
   slices[slices.length - 1] = `${slices.at(-1)}]`;
-  return slices.length === 1 ? slices[0]! : slices.join(',');
+  return slices.join(',');
 }
 
 /** The store error's code for the metric label (a closed set: the store_* codes). */

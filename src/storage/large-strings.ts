@@ -6,7 +6,7 @@
  */
 
 /** Characters of one piece. */
-export const PIECE_CHARS = 512 * 1024;
+export const PIECE_CHARS = 256 * 1024;
 
 /** Where a large string stood in a call's arguments: its pieces are the `index`th list. */
 export interface LargeStringRef {

@@ -1,6 +1,7 @@
 import { accessSync, constants } from 'node:fs';
 import { parentPort, workerData } from 'node:worker_threads';
 import type { StoreError } from '../errors/storage-errors.js';
+import { IdleCollection } from '../memory/idle-collection.js';
 import { fromSqliteError, storeError } from './error-mapping.js';
 import { joinLargeStrings } from './large-strings.js';
 import { closeBehindKeeper } from './sqlite-close-unwritable.js';
@@ -37,6 +38,11 @@ const readyAt = Date.now();
 
 /** Pieces of the large strings of calls not arrived yet, by call id (large-strings.ts). */
 const piecesOf = new Map<number, string[][]>();
+
+// This thread's heap is its own: the tens of MiB of a long response's events it joins and writes
+// stay in it as garbage after a burst, as in the gateway's (memory/idle-collection.ts). Between
+// calls it holds nothing but the pieces of the calls still arriving.
+new IdleCollection({ quiet: () => piecesOf.size === 0, minExcessBytes: 32 * 1024 * 1024 }).start();
 
 port.on('message', (message: SqliteCall | SqlitePiece) => {
   if ('piece' in message) {
