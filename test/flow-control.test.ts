@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { FlowControl, type FlowPeers, type FlowTicket } from '../src/dispatch/flow-control.js';
 import { ClientDisconnected, FleetSaturated, GatewayShuttingDown } from '../src/errors/http-errors.js';
+import { FlowControl, type FlowPeers, type FlowTicket } from '../src/flow/flow-control.js';
 import { GatewayMetrics } from '../src/observability/metrics.js';
 
 const CLASSES = ['high', 'normal', 'low'];

@@ -1,4 +1,5 @@
 import type { Timeouts } from '../config/schema.js';
+import type { FlowTicket } from '../flow/flow-control.js';
 import type { Logger } from '../observability/logger.js';
 import type { ApiName } from '../observability/metrics.js';
 import type { RequestTrace } from '../observability/tracing.js';
@@ -6,7 +7,6 @@ import type { RouteContext } from '../routing/types.js';
 import type { BufferingSink } from '../streams/buffering-sink.js';
 import type { EngineStream } from '../streams/engine-stream.js';
 import type { Attempt } from './attempt.js';
-import type { FlowTicket } from './flow-control.js';
 
 /** The shapes of dispatching: a request to the engines, what it opens or answers, and how a stream resumes. */
 

@@ -2,6 +2,7 @@ import { isSluiceError } from '../errors/base.js';
 import { ClientDisconnected, NoWorkerAvailable, QueueFull } from '../errors/http-errors.js';
 import { ModelNotFound } from '../errors/not-found-errors.js';
 import { InvalidDataParallelRank } from '../errors/request-content-errors.js';
+import type { FlowControl, FlowHold, FlowTicket, TenantWeight } from '../flow/flow-control.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import type { RoutingRecord } from '../observability/tracing.js';
@@ -10,7 +11,6 @@ import type { RequestRegistry } from '../streams/request-registry.js';
 import type { WorkerRegistry } from '../workers/registry.js';
 import type { Worker } from '../workers/worker.js';
 import { Attempt } from './attempt.js';
-import type { FlowControl, FlowTicket } from './flow-control.js';
 import type { Router } from './router.js';
 import type { DispatchRequest } from './types.js';
 
@@ -65,25 +65,28 @@ export class WorkerPicker {
     const flow = this.flow;
     // Whether the model's requests go through flow control (its policy judges saturation): asked once.
     const flowed = flow !== undefined && this.router.judgesSaturation(request.model);
-    // While one tenant is heavy, the policy is told whose request this is (RouteContext.tenantWeight).
-    const weight = flowed ? flow.tenantWeight(request.model, flow.ticketOf(request.flow).tenant) : undefined;
-    const req =
-      weight === undefined ? request : { ...request, route: { ...request.route, tenantWeight: weight } };
-    if (turn.number === 0 && flowed) {
-      const ticket = ticketOf(req, flow, turn.deadlineAt);
-      const waiting = flow.enter(req.model, ticket, req.signal, () =>
-        this.fleetSaturated(req, this.registry.forModel(req.model)),
-      );
+    if (!flowed) return this.pickAndAcquire(request, turn, false);
+    const tenant = flow.ticketOf(request.flow).tenant;
+    if (turn.number === 0) {
+      const ticket = ticketOf(request, flow, turn.deadlineAt);
+      // Judged for this request, with its tenant's weight of the moment it is judged.
+      const hold: FlowHold = {
+        key: holdKey(request),
+        saturated: (weight) =>
+          this.fleetSaturated(weighed(request, weight), this.registry.forModel(request.model)),
+      };
+      const waiting = flow.enter(request.model, ticket, request.signal, hold);
       if (waiting)
         return waiting.then((ms) => {
           if (turn.routed) {
             turn.routed.waitedMs = ms;
             turn.routed.priority = flow.options.classes[ticket.priority] ?? String(ticket.priority);
           }
-          return this.pickAndAcquire(req, turn, flowed);
+          return this.pickAndAcquire(weighed(request, flow.tenantWeight(request.model, tenant)), turn, true);
         });
     }
-    return this.pickAndAcquire(req, turn, flowed);
+    // While one tenant is heavy, the policy is told whose request this is (RouteContext.tenantWeight).
+    return this.pickAndAcquire(weighed(request, flow.tenantWeight(request.model, tenant)), turn, true);
   }
 
   private pickAndAcquire(req: DispatchRequest, turn: Turn, flowed: boolean): Attempt | Promise<Attempt> {
@@ -305,6 +308,21 @@ function ticketOf(req: DispatchRequest, flow: FlowControl, deadlineAt: number): 
   const ticket = flow.ticketOf(req.flow);
   const left = Math.max(1, Math.floor(deadlineAt - performance.now()));
   return left < ticket.maxWaitMs ? { ...ticket, maxWaitMs: left } : ticket;
+}
+
+/** The request as the policy is to see it: with its tenant's weight while one tenant is heavy. */
+function weighed(req: DispatchRequest, weight: TenantWeight): DispatchRequest {
+  return weight === undefined && req.route.tenantWeight === undefined
+    ? req
+    : { ...req, route: { ...req.route, tenantWeight: weight } };
+}
+
+/** What narrows the workers a request may go to (FlowHold.key): '' when nothing does. */
+function holdKey(req: DispatchRequest): string {
+  const rank = req.rank === undefined ? '' : String(req.rank);
+  const exclude =
+    req.exclude === undefined || req.exclude.size === 0 ? '' : [...req.exclude].sort().join('\n');
+  return rank === '' && exclude === '' ? '' : `${rank}\n${exclude}`;
 }
 
 /** Whether every one of `workers` (at least one) is healthy, admits `model` and has a free slot. */

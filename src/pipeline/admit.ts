@@ -2,11 +2,11 @@ import type { IncomingHttpHeaders } from 'node:http';
 import type { Grant } from '../auth/access-control.js';
 import { keyAllowsModel } from '../auth/index.js';
 import type { SluiceConfig } from '../config/schema.js';
-import type { FlowTicket } from '../dispatch/flow-control.js';
 import type { ModelRule } from '../dispatch/types.js';
 import { ModelNotAllowed } from '../errors/auth-errors.js';
 import { GatewayShuttingDown } from '../errors/http-errors.js';
 import { InvalidValue } from '../errors/request-errors.js';
+import type { FlowTicket } from '../flow/flow-control.js';
 import type { PipelineContext } from './context.js';
 import { headerValue } from './request-headers.js';
 

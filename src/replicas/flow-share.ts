@@ -1,5 +1,5 @@
 import type { Redis } from 'ioredis';
-import type { FlowControl, FlowPeers } from '../dispatch/flow-control.js';
+import type { FlowControl, FlowPeers } from '../flow/flow-control.js';
 import { closeLink, connectQuietly } from './redis-link.js';
 
 /**

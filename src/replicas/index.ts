@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { SluiceConfig } from '../config/schema.js';
-import type { FlowControl } from '../dispatch/flow-control.js';
+import type { FlowControl } from '../flow/flow-control.js';
 import type { Logger } from '../observability/logger.js';
 import type { AffinityIndex } from '../routing/affinity-index.js';
 import type { WorkerRegistry } from '../workers/registry.js';

@@ -1,5 +1,10 @@
 import { ClientDisconnected, FleetSaturated } from '../errors/http-errors.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
+import { type FlowHold, type FlowTicket, ModelQueue, type Waiter } from './model-queue.js';
+import { type TenantWeight, weighTenants } from './tenant-weight.js';
+
+export type { FlowHold, FlowTicket } from './model-queue.js';
+export type { TenantWeight } from './tenant-weight.js';
 
 /**
  * Flow control: when every worker of a model is saturated (its policy says so: the scorer's
@@ -15,6 +20,12 @@ import type { GatewayMetrics } from '../observability/metrics.js';
  *    not each give a hot tenant its full share); equal counts take turns (round robin).
  * 3. Within a tenant, first come first served.
  *
+ * Whether a request may go is judged for that request, each time it is judged (`FlowHold`: a
+ * heavy tenant's hold, a data-parallel rank and the workers a retry excludes make the fleet full
+ * for one request and not for another), with its tenant's weight of that moment: a look at the
+ * queue lets go the first waiter, in the order above, that may go, not only the first in line
+ * (a held request at the head blocked every other of its model until its own deadline).
+ *
  * Each request waits until its own queue deadline at most (`FlowTicket.maxWaitMs`); one whose
  * wait would pass it (the work ahead of it at the rate requests leave the queue) is refused at
  * once. Both are a 503 `fleet_saturated` with `Retry-After`. A request leaves when a worker is no
@@ -28,16 +39,6 @@ import type { GatewayMetrics } from '../observability/metrics.js';
  * served (ordering them by their exact counts would starve whoever happens to have one more in
  * flight, and lengthen every tail).
  */
-
-/** What a request brings to flow control: whose it is, how urgent, how long it may wait. */
-export interface FlowTicket {
-  /** The tenant fairness is between: the API key's id, a tenant header's value, or ''. */
-  readonly tenant: string;
-  /** Its class's index in `flow.classes` (0: the highest). */
-  readonly priority: number;
-  /** Its queue deadline. */
-  readonly maxWaitMs: number;
-}
 
 /** What the other replicas report (src/replicas/flow-share.ts); empty without Redis. */
 export interface FlowPeers {
@@ -65,82 +66,6 @@ export interface FlowState {
   readonly inflight: ReadonlyMap<string, ReadonlyMap<string, number>>;
   /** Requests waiting by model, then class index. */
   readonly waiting: ReadonlyMap<string, ReadonlyMap<number, number>>;
-}
-
-interface Waiter {
-  readonly ticket: FlowTicket;
-  readonly enqueuedAt: number;
-  /** Whether every worker this request could go to is saturated now. */
-  readonly saturated: () => boolean;
-  readonly resolve: (waitedMs: number) => void;
-  readonly reject: (err: Error) => void;
-  timer: NodeJS.Timeout | undefined;
-  signal: AbortSignal;
-  onAbort: () => void;
-}
-
-/** Admissions kept to measure the rate requests leave a model's queue. */
-const RATE_WINDOW = 64;
-
-/** One model's waiting requests. */
-class ModelQueue {
-  /** By class index, then tenant (insertion order is the round-robin turn), FIFO within a tenant. */
-  readonly classes: Map<string, Waiter[]>[];
-  size = 0;
-  /** When the last admissions from this queue happened (performance.now), oldest first. */
-  readonly admitted: number[] = [];
-  pump: NodeJS.Immediate | NodeJS.Timeout | undefined;
-
-  constructor(classCount: number) {
-    this.classes = Array.from({ length: classCount }, () => new Map<string, Waiter[]>());
-  }
-
-  add(waiter: Waiter): void {
-    const byTenant = this.classes[waiter.ticket.priority]!;
-    const own = byTenant.get(waiter.ticket.tenant);
-    if (own) own.push(waiter);
-    else byTenant.set(waiter.ticket.tenant, [waiter]);
-    this.size++;
-  }
-
-  remove(waiter: Waiter): boolean {
-    const byTenant = this.classes[waiter.ticket.priority]!;
-    const own = byTenant.get(waiter.ticket.tenant);
-    const at = own ? own.indexOf(waiter) : -1;
-    if (!own || at < 0) return false;
-    own.splice(at, 1);
-    if (own.length === 0) byTenant.delete(waiter.ticket.tenant);
-    this.size--;
-    return true;
-  }
-
-  /** The highest class with a waiter. */
-  highest(): number | undefined {
-    for (let c = 0; c < this.classes.length; c++) if (this.classes[c]!.size > 0) return c;
-    return undefined;
-  }
-
-  /** Requests leaving per ms, over the last admissions; undefined before there are two. */
-  rate(now: number): number | undefined {
-    const n = this.admitted.length;
-    if (n < 2) return undefined;
-    // Until now, not the last admission: a queue that stopped moving has a falling rate.
-    const span = now - this.admitted[0]!;
-    return span > 0 ? (n - 1) / span : undefined;
-  }
-
-  /**
-   * Requests that would leave before one more of `ticket`'s: every one of higher classes, and in
-   * its class, taking turns, up to as many of each tenant as its own tenant has ahead plus one.
-   */
-  ahead(ticket: FlowTicket): number {
-    let n = 0;
-    for (let c = 0; c < ticket.priority; c++) for (const list of this.classes[c]!.values()) n += list.length;
-    const own = (this.classes[ticket.priority]!.get(ticket.tenant)?.length ?? 0) + 1;
-    for (const [tenant, list] of this.classes[ticket.priority]!)
-      if (tenant !== ticket.tenant) n += Math.min(list.length, own);
-    return n + own - 1;
-  }
 }
 
 export class FlowControl {
@@ -200,49 +125,35 @@ export class FlowControl {
     return ticket.priority * 2 + (this.tenantWeight(model, ticket.tenant) === 'heavy' ? 1 : 0);
   }
 
-  /**
-   * 'heavy' when `tenant` has more than `heavyShare` times the mean of the other tenants'
-   * requests for `model` in flight (those that have any; every replica's; never when no other
-   * tenant has any); 'light' when it is not but another tenant is; undefined while none is. The
-   * engines' priority sends a heavy tenant back; the scorer keeps its long prompts from the
-   * workers the others need (RouteContext.tenantWeight). One pass over the tenants in flight.
-   */
-  tenantWeight(model: string, tenant: string): 'heavy' | 'light' | undefined {
-    const here = this.inflight.get(model);
-    const elsewhere = this.peers?.inflightByTenant(model);
-    let total = 0;
-    let tenants = 0;
-    let own = 0;
-    let most = 0;
-    const count = (name: string, n: number) => {
-      if (n <= 0) return;
-      total += n;
-      tenants++;
-      if (name === tenant) own = n;
-      if (n > most) most = n;
-    };
-    if (here) for (const [name, n] of here) count(name, n + (elsewhere?.get(name) ?? 0));
-    if (elsewhere) for (const [name, n] of elsewhere) if (!here?.has(name)) count(name, n);
-    // A tenant with n in flight is heavy past heavyShare times the others' mean; the test grows
-    // with n, so some tenant is heavy exactly when the one with the most is.
-    const heavy = (n: number) => n > 0 && n > (this.options.heavyShare * (total - n)) / (tenants - 1);
-    if (tenants < 2) return undefined;
-    if (heavy(own)) return 'heavy';
-    return heavy(most) ? 'light' : undefined;
+  /** `tenant`'s weight for `model` now (tenant-weight.ts): read each time it is used. */
+  tenantWeight(model: string, tenant: string): TenantWeight {
+    return this.weights(model)(tenant);
   }
 
-  /** What this replica reports to the others. */
+  /** Every tenant's weight for `model` now, the sums taken once. */
+  private weights(model: string): (tenant: string) => TenantWeight {
+    return weighTenants(
+      this.options.heavyShare,
+      this.inflight.get(model),
+      this.peers?.inflightByTenant(model),
+    );
+  }
+
+  /**
+   * What this replica reports to the others. Its waiting counts are of the requests the fleet
+   * alone holds (hold key '', a tenant not heavy): a request held for its own reasons (a heavy
+   * tenant's hold, a rank, a retry's exclusions) would not take a freed worker, and another
+   * replica must not keep its lower classes back for it.
+   */
   state(): FlowState {
     const waiting = new Map<string, Map<number, number>>();
     for (const [model, queue] of this.queues) {
       if (queue.size === 0) continue;
+      const weight = this.weights(model);
       const byClass = new Map<number, number>();
-      queue.classes.forEach((byTenant, c) => {
-        let n = 0;
-        for (const list of byTenant.values()) n += list.length;
-        if (n > 0) byClass.set(c, n);
-      });
-      waiting.set(model, byClass);
+      for (const [c, tenant, line] of queue.lines())
+        if (line.plain > 0 && weight(tenant) !== 'heavy') byClass.set(c, (byClass.get(c) ?? 0) + line.plain);
+      if (byClass.size > 0) waiting.set(model, byClass);
     }
     return { inflight: this.inflight, waiting };
   }
@@ -251,17 +162,23 @@ export class FlowControl {
    * Lets a request for `model` through at once (undefined), or queues it: the promise resolves
    * with the time it waited once it may go, or rejects with FleetSaturated (its deadline) or
    * ClientDisconnected (`signal` aborted). It waits when the model's queue is not empty (no one
-   * jumps it) or when `saturated()` says every worker it could go to is saturated.
+   * jumps it: the queue is looked at in the next turn) or when `hold` says every worker it could
+   * go to is saturated. A bare function is a hold of key '' (tests).
    */
   enter(
     model: string,
     ticket: FlowTicket,
     signal: AbortSignal,
-    saturated: () => boolean,
+    hold: FlowHold | ((weight: TenantWeight) => boolean),
   ): Promise<number> | undefined {
+    const judged: FlowHold = typeof hold === 'function' ? { key: '', saturated: hold } : hold;
     const queue = this.queues.get(model);
-    if ((queue === undefined || queue.size === 0) && !saturated()) return undefined;
-    return this.wait(model, ticket, signal, saturated);
+    if (
+      (queue === undefined || queue.size === 0) &&
+      !judged.saturated(this.tenantWeight(model, ticket.tenant))
+    )
+      return undefined;
+    return this.wait(model, ticket, signal, judged);
   }
 
   /**
@@ -301,13 +218,12 @@ export class FlowControl {
         clearImmediate(queue.pump as NodeJS.Immediate);
         queue.pump = undefined;
       }
-      for (const byTenant of queue.classes)
-        for (const list of byTenant.values())
-          for (const waiter of [...list]) {
-            queue.remove(waiter);
-            this.cleanup(model, waiter);
-            waiter.reject(error);
-          }
+      for (const [, , line] of [...queue.lines()])
+        for (const waiter of [...line.waiters]) {
+          queue.remove(waiter);
+          this.cleanup(model, waiter);
+          waiter.reject(error);
+        }
     }
     this.queues.clear();
   }
@@ -316,12 +232,7 @@ export class FlowControl {
     return this.options.classes[priority] ?? String(priority);
   }
 
-  private wait(
-    model: string,
-    ticket: FlowTicket,
-    signal: AbortSignal,
-    saturated: () => boolean,
-  ): Promise<number> {
+  private wait(model: string, ticket: FlowTicket, signal: AbortSignal, hold: FlowHold): Promise<number> {
     if (signal.aborted) return Promise.reject(new ClientDisconnected());
     let queue = this.queues.get(model);
     if (!queue) {
@@ -353,7 +264,7 @@ export class FlowControl {
       const waiter: Waiter = {
         ticket,
         enqueuedAt: now,
-        saturated,
+        hold,
         resolve,
         reject,
         timer: undefined,
@@ -419,8 +330,8 @@ export class FlowControl {
   }
 
   /**
-   * Lets the next request go when a worker is not saturated, one per turn of the event loop: the
-   * one let go picks its worker (and takes its slot) before the next look at the workers.
+   * Lets the first waiter that may go go, one per turn of the event loop: the one let go picks
+   * its worker (and takes its slot) before the next look at the workers.
    */
   private pump(model: string, queue: ModelQueue): void {
     queue.pump = undefined;
@@ -428,23 +339,16 @@ export class FlowControl {
       if (this.queues.get(model) === queue && queue.size === 0) this.queues.delete(model);
       return;
     }
-    const next = this.next(model, queue);
-    if (next === undefined || next.saturated()) {
+    const next = this.firstThatMayGo(model, queue);
+    if (next === undefined) {
       this.schedule(model, queue, 'later');
       return;
     }
     queue.remove(next);
-    // Its turn taken: a tenant with more waiting goes to the back of the round.
-    const byTenant = queue.classes[next.ticket.priority]!;
-    const rest = byTenant.get(next.ticket.tenant);
-    if (rest) {
-      byTenant.delete(next.ticket.tenant);
-      byTenant.set(next.ticket.tenant, rest);
-    }
+    queue.rotate(next);
     this.cleanup(model, next);
     const now = performance.now();
-    queue.admitted.push(now);
-    if (queue.admitted.length > RATE_WINDOW) queue.admitted.shift();
+    queue.noteAdmitted(now);
     const waited = now - next.enqueuedAt;
     this.metrics.flowWait.observe(
       { model: this.metrics.modelLabel(model), priority: this.className(next.ticket.priority) },
@@ -455,22 +359,42 @@ export class FlowControl {
     else this.queues.delete(model);
   }
 
-  /** The request to let go next (see the top of this file), or undefined while a higher class waits elsewhere. */
-  private next(model: string, queue: ModelQueue): Waiter | undefined {
-    const c = queue.highest();
-    if (c === undefined) return undefined;
+  /**
+   * The first waiter, in the order they leave (see the top of this file), that may go now, each
+   * judged for itself with its tenant's weight of this moment; undefined while none may, or while
+   * a higher class than any here that may go waits on another replica. One judgement per hold
+   * key and weight in a look: the rest of the queue is not judged once every pair is held.
+   */
+  private firstThatMayGo(model: string, queue: ModelQueue): Waiter | undefined {
     const elsewhere = this.peers?.highestWaiting(model);
-    if (elsewhere !== undefined && elsewhere < c) return undefined;
-    const byTenant = queue.classes[c]!;
-    let best: string | undefined;
-    let fewest = Number.POSITIVE_INFINITY;
-    for (const tenant of byTenant.keys()) {
-      const n = this.tenantLoad(model, tenant);
-      if (n < fewest) {
-        fewest = n;
-        best = tenant;
+    const weight = this.weights(model);
+    const weights = new Map<string, TenantWeight>();
+    for (const [, tenant] of queue.lines()) if (!weights.has(tenant)) weights.set(tenant, weight(tenant));
+    const pairs = queue.keys.size * new Set(weights.values()).size;
+    const held = new Set<string>();
+    for (let c = 0; c < queue.classes.length; c++) {
+      if (elsewhere !== undefined && elsewhere < c) return undefined;
+      const byTenant = queue.classes[c]!;
+      if (byTenant.size === 0) continue;
+      // Fair between tenants: the fewest in flight (every replica's) first; equal counts in the
+      // round's order (the map's, a tenant let go moving to its back). A stable sort keeps it.
+      const order = [...byTenant].map(([tenant, line]) => ({
+        line,
+        tenant,
+        load: this.tenantLoad(model, tenant),
+      }));
+      order.sort((x, y) => x.load - y.load);
+      for (const { tenant, line } of order) {
+        const w = weights.get(tenant);
+        for (const waiter of line.waiters) {
+          const pair = `${w ?? ''}\n${waiter.hold.key}`;
+          if (held.has(pair)) continue;
+          if (!waiter.hold.saturated(w)) return waiter;
+          held.add(pair);
+          if (held.size >= pairs) return undefined;
+        }
       }
     }
-    return byTenant.get(best!)![0];
+    return undefined;
   }
 }
