@@ -1,4 +1,4 @@
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { mulberry32 } from '../src/engine/prng.js';
 import { adapterOf, holdReason, loraState, saturation } from '../src/routing/candidate-view.js';
 import {
@@ -9,6 +9,7 @@ import {
   createPolicy,
   type SCORER_DEFAULTS,
   ScorerPolicy,
+  turnClock,
 } from '../src/routing/index.js';
 import { fewerIsBetter, lessIsBetter } from '../src/routing/scores.js';
 
@@ -337,44 +338,65 @@ describe('a heavy tenant', () => {
 });
 
 describe('a heavy tenant, its workers taken in turn', () => {
-  afterEach(() => vi.useRealTimers());
-  const fleet = () => ['w3', 'w0', 'w2', 'w1'].map((id) => worker(id, {}, 0, undefined, 0));
-  const heavy = { text: 'a document', model: 'm', tenantWeight: 'heavy' as const };
-  const light = { text: 'a question', model: 'm', tenantWeight: 'light' as const };
-  /** Every worker each of `policies` picks for `ctx`, over many picks (ties are broken at random). */
-  const picks = (policies: ScorerPolicy[], ctx: typeof heavy | typeof light) => {
+  const ids = ['w0', 'w1', 'w2', 'w3'];
+  const fleet = (without?: string) =>
+    ['w3', 'w0', 'w2', 'w1'].filter((id) => id !== without).map((id) => worker(id, {}, 0, undefined, 0));
+  // The picker gives the model's whole worker list (RouteContext.fleet), whatever the candidates.
+  const heavy = { text: 'a document', model: 'm', tenantWeight: 'heavy' as const, fleet: ids };
+  const light = { text: 'a question', model: 'm', tenantWeight: 'light' as const, fleet: ids };
+  /** Every worker `policy` picks for `ctx` among `candidates`, over many picks (ties are broken at random). */
+  const picks = (policy: ScorerPolicy, ctx: typeof heavy | typeof light, candidates = fleet()) => {
     const seen = new Set<string>();
-    for (let i = 0; i < 200; i++) for (const p of policies) seen.add(p.select(fleet(), ctx).id);
+    for (let i = 0; i < 200; i++) seen.add(policy.select(candidates, ctx).id);
     return [...seen].sort();
   };
 
-  it("sends the heavy tenant's prompts to the workers whose turn it is, the others' to the rest, alike on every replica, the turn moving with the clock", () => {
-    vi.useFakeTimers();
-    vi.setSystemTime(1_000_000); // turn 10,000 of 100 ms: 10,000 % 4 = 0, so w0 and w1 of four
+  it("sends the heavy tenant's prompts to the workers whose turn it is, the others' to the rest, alike on every replica whatever candidates each has, the turn moving with the clock", () => {
+    let now = 1_000_000; // turn 10,000 of 100 ms: 10,000 % 4 = 0, so w0 and w1 of four
     const make = (seed: number) =>
-      new ScorerPolicy({ heavy: { prefillShare: 0.5, turnMs: 100 } }, new AffinityIndex(), mulberry32(seed));
-    const replicas = [make(1), make(2)];
-    expect(picks(replicas, heavy)).toEqual(['w0', 'w1']);
-    expect(picks(replicas, light)).toEqual(['w2', 'w3']);
-    vi.setSystemTime(1_000_100); // one turn on: w1 and w2
-    expect(picks(replicas, heavy)).toEqual(['w1', 'w2']);
-    expect(picks(replicas, light)).toEqual(['w0', 'w3']);
+      new ScorerPolicy(
+        { heavy: { prefillShare: 0.5, turnMs: 100 } },
+        new AffinityIndex(),
+        mulberry32(seed),
+        () => now,
+      );
+    const [one, two] = [make(1), make(2)];
+    expect(picks(one, heavy)).toEqual(['w0', 'w1']);
+    expect(picks(one, light)).toEqual(['w2', 'w3']);
+    // The other replica's pick lacks w3 (no free slot there): the turn is the same set.
+    expect(picks(two!, heavy, fleet('w3'))).toEqual(['w0', 'w1']);
+    expect(picks(two!, light, fleet('w3'))).toEqual(['w2']);
+    now = 1_000_100; // one turn on: w1 and w2
+    expect(picks(one, heavy)).toEqual(['w1', 'w2']);
+    expect(picks(one, light)).toEqual(['w0', 'w3']);
+    expect(picks(two!, heavy, fleet('w0'))).toEqual(['w1', 'w2']);
     // The heavy tenant waits while its turn's workers have prompts pending, though others are clear.
-    const busyTurn = ['w0', 'w1', 'w2', 'w3'].map((id) =>
-      worker(id, {}, 0, undefined, id === 'w0' ? 0 : 300),
-    );
-    vi.setSystemTime(1_000_000);
-    expect(replicas[0]!.saturated(busyTurn, heavy)).toBe(false); // w0 is clear
-    vi.setSystemTime(1_000_100);
-    expect(replicas[0]!.saturated(busyTurn, heavy)).toBe(true); // w1 and w2 are not
+    const busyTurn = ids.map((id) => worker(id, {}, 0, undefined, id === 'w0' ? 0 : 300));
+    now = 1_000_000;
+    expect(one.saturated(busyTurn, heavy)).toBe(false); // w0 is clear
+    now = 1_000_100;
+    expect(one.saturated(busyTurn, heavy)).toBe(true); // w1 and w2 are not
     // Light requests fall back to the heavy tenant's turn when the rest do not fit.
-    const restLong = ['w0', 'w1', 'w2', 'w3'].map((id) =>
-      worker(id, {}, 0, undefined, id === 'w1' || id === 'w2' ? 0 : 5000),
-    );
-    expect(replicas[0]!.select(restLong, light).id).toMatch(/^w[12]$/);
+    const restLong = ids.map((id) => worker(id, {}, 0, undefined, id === 'w1' || id === 'w2' ? 0 : 5000));
+    expect(one.select(restLong, light).id).toMatch(/^w[12]$/);
     // Without a turn the heavy tenant may go to any clear worker.
     const any = new ScorerPolicy({ heavy: { turnMs: 0 } }, new AffinityIndex(), mulberry32(3));
-    expect(picks([any], heavy)).toEqual(['w0', 'w1', 'w2', 'w3']);
+    expect(picks(any, heavy)).toEqual(['w0', 'w1', 'w2', 'w3']);
+  });
+
+  it('takes its turn by a clock a step of the wall clock does not move (turnClock)', () => {
+    for (const step of [10 * 60_000, -10 * 60_000]) {
+      const before = turnClock();
+      vi.useFakeTimers({ toFake: ['Date'] });
+      try {
+        vi.setSystemTime(Date.now() + step);
+        // The wall clock moved by the step; the turn's clock only by the time the test took.
+        expect(Math.abs(Date.now() - before - step)).toBeLessThan(Math.abs(step) / 10);
+        expect(Math.abs(turnClock() - before)).toBeLessThan(Math.abs(step) / 10);
+      } finally {
+        vi.useRealTimers();
+      }
+    }
   });
 });
 

@@ -67,13 +67,14 @@ export class WorkerPicker {
     const flowed = flow !== undefined && this.router.judgesSaturation(request.model);
     if (!flowed) return this.pickAndAcquire(request, turn, false);
     const tenant = flow.ticketOf(request.flow).tenant;
+    const fleet = this.registry;
     if (turn.number === 0) {
       const ticket = ticketOf(request, flow, turn.deadlineAt);
       // Judged for this request, with its tenant's weight of the moment it is judged.
       const hold: FlowHold = {
         key: holdKey(request),
         saturated: (weight) =>
-          this.fleetSaturated(weighed(request, weight), this.registry.forModel(request.model)),
+          this.fleetSaturated(weighed(request, weight, fleet), this.registry.forModel(request.model)),
       };
       const waiting = flow.enter(request.model, ticket, request.signal, hold);
       if (waiting)
@@ -82,11 +83,15 @@ export class WorkerPicker {
             turn.routed.waitedMs = ms;
             turn.routed.priority = flow.options.classes[ticket.priority] ?? String(ticket.priority);
           }
-          return this.pickAndAcquire(weighed(request, flow.tenantWeight(request.model, tenant)), turn, true);
+          return this.pickAndAcquire(
+            weighed(request, flow.tenantWeight(request.model, tenant), fleet),
+            turn,
+            true,
+          );
         });
     }
     // While one tenant is heavy, the policy is told whose request this is (RouteContext.tenantWeight).
-    return this.pickAndAcquire(weighed(request, flow.tenantWeight(request.model, tenant)), turn, true);
+    return this.pickAndAcquire(weighed(request, flow.tenantWeight(request.model, tenant), fleet), turn, true);
   }
 
   private pickAndAcquire(req: DispatchRequest, turn: Turn, flowed: boolean): Attempt | Promise<Attempt> {
@@ -282,8 +287,8 @@ export class WorkerPicker {
   private notePanic(req: DispatchRequest): void {
     const model = this.metrics.modelLabel(req.model);
     this.metrics.breakerPanics.inc({ model });
-    const now = Date.now();
-    if ((this.panicLoggedAt.get(model) ?? 0) + PANIC_LOG_INTERVAL_MS > now) return;
+    const now = performance.now();
+    if ((this.panicLoggedAt.get(model) ?? Number.NEGATIVE_INFINITY) + PANIC_LOG_INTERVAL_MS > now) return;
     this.panicLoggedAt.set(model, now);
     this.log.warn(
       { requestId: req.requestId, model },
@@ -310,11 +315,14 @@ function ticketOf(req: DispatchRequest, flow: FlowControl, deadlineAt: number): 
   return left < ticket.maxWaitMs ? { ...ticket, maxWaitMs: left } : ticket;
 }
 
-/** The request as the policy is to see it: with its tenant's weight while one tenant is heavy. */
-function weighed(req: DispatchRequest, weight: TenantWeight): DispatchRequest {
-  return weight === undefined && req.route.tenantWeight === undefined
-    ? req
-    : { ...req, route: { ...req.route, tenantWeight: weight } };
+/**
+ * The request as the policy is to see it: while one tenant is heavy, with its tenant's weight
+ * and the model's whole worker list (the heavy tenant's turn is taken from it).
+ */
+function weighed(req: DispatchRequest, weight: TenantWeight, registry: WorkerRegistry): DispatchRequest {
+  if (weight === undefined && req.route.tenantWeight === undefined) return req;
+  const fleet = weight === undefined ? undefined : registry.idsForModel(req.model);
+  return { ...req, route: { ...req.route, tenantWeight: weight, fleet } };
 }
 
 /** What narrows the workers a request may go to (FlowHold.key): '' when nothing does. */

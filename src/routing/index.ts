@@ -22,7 +22,7 @@ export { blockHashes } from './prefix-blocks.js';
 export { type PrefixMatch, RadixTree, type RadixTreeOptions } from './radix-tree.js';
 export { RandomPolicy } from './random.js';
 export { RoundRobinPolicy } from './round-robin.js';
-export { SCORER_DEFAULTS, ScorerPolicy } from './scorer.js';
+export { SCORER_DEFAULTS, ScorerPolicy, turnClock } from './scorer.js';
 export * from './types.js';
 
 export function createPolicy(name: PolicyName, options: PolicyOptions = {}): RoutingPolicy {

@@ -69,11 +69,12 @@ import {
  *   in flight there than its engine has ever reported running), when one has; prefix affinity
  *   and the scores choose among those;
  * - with `heavy.turnMs`, its prompts go only to the workers whose turn it is (`prefillShare` of
- *   them, the turn moving on by one worker every `turnMs` of the wall clock), and the others'
+ *   them, the turn moving on by one worker every `turnMs`), and the others'
  *   prefer the rest. Replicas learn of each other's picks some ms late (load sharing), and two
  *   of them sending a long prompt and a short question to the same worker at once was the
  *   commonest cause of a small tenant's slow first token left; the turn, which every replica
- *   computes alike, keeps them apart without a message.
+ *   computes alike (from the model's whole worker list and `turnClock`), keeps them apart
+ *   without a message.
  *
  * The best total wins; equal totals are broken at random (the random source is injected). Each
  * decision is explained (`lastExplanation`): the scorer whose weighted difference between the
@@ -116,23 +117,37 @@ function heavyWorkers(count: number, heavy: HeavyTenantOptions): number {
 }
 
 /**
+ * The clock a heavy tenant's turn moves by: the wall clock as it was when this process started,
+ * moved on by the monotonic clock. Replicas whose clocks agreed when they started (NTP) take the
+ * same turn without a message, and a step of the wall clock later (ntpd, a VM resumed) moves no
+ * turn.
+ */
+const WALL_AT_START = Date.now() - performance.now();
+export const turnClock = (): number => WALL_AT_START + performance.now();
+
+/**
  * The workers whose turn it is to take a heavy tenant's prompts (`heavy.turnMs`), or undefined
- * for any: `heavyWorkers` of them, in the order of their ids, from one that moves on every
- * `turnMs` of the wall clock. Every replica computes the same set without telling the others,
- * so no replica sends a small question where another has just sent a long prompt.
+ * for any: `heavyWorkers` of the model's workers (`fleet`: all of them, in id order, whatever the
+ * candidates of this pick), from one that moves on every `turnMs`. Every replica computes the
+ * same set without telling the others, so no replica sends a small question where another has
+ * just sent a long prompt.
  */
 function heavyTurn(
-  views: readonly CandidateView[],
+  fleet: readonly string[],
   heavy: HeavyTenantOptions,
   now: number,
 ): Set<string> | undefined {
-  if (heavy.turnMs <= 0 || views.length < 2) return undefined;
-  const ids = views.map((v) => v.candidate.id).sort();
-  const k = heavyWorkers(ids.length, heavy);
-  const from = Math.floor(now / heavy.turnMs) % ids.length;
+  if (heavy.turnMs <= 0 || fleet.length < 2) return undefined;
+  const k = heavyWorkers(fleet.length, heavy);
+  const from = Math.floor(now / heavy.turnMs) % fleet.length;
   const turn = new Set<string>();
-  for (let j = 0; j < k; j++) turn.add(ids[(from + j) % ids.length]!);
+  for (let j = 0; j < k; j++) turn.add(fleet[(from + j) % fleet.length]!);
   return turn;
+}
+
+/** The model's workers in id order (RouteContext.fleet), or, without it, the candidates'. */
+function fleetOf(ctx: RouteContext, views: readonly CandidateView[]): readonly string[] {
+  return ctx.fleet ?? views.map((v) => v.candidate.id).sort();
 }
 
 export class ScorerPolicy implements RoutingPolicy {
@@ -161,6 +176,8 @@ export class ScorerPolicy implements RoutingPolicy {
     } = {},
     affinity?: AffinityIndex,
     private readonly random: RandomSource = Math.random,
+    /** The clock of a heavy tenant's turn (turnClock; tests inject one). */
+    private readonly clock: () => number = turnClock,
   ) {
     this.options = {
       weights: { ...SCORER_DEFAULTS.weights, ...options.weights },
@@ -184,7 +201,7 @@ export class ScorerPolicy implements RoutingPolicy {
     // workers, and while every worker has a prompt pending.
     if (heavy && longPrefills(views, this.options.heavy) >= heavyWorkers(views.length, this.options.heavy))
       return true;
-    const turn = heavy ? heavyTurn(views, this.options.heavy, Date.now()) : undefined;
+    const turn = heavy ? heavyTurn(fleetOf(ctx, views), this.options.heavy, this.clock()) : undefined;
     let reported = false;
     for (const view of views) {
       const why =
@@ -218,7 +235,7 @@ export class ScorerPolicy implements RoutingPolicy {
     if (views.length === 0) views = all;
     if (ctx.tenantWeight !== undefined && this.options.heavy.isolate) {
       const heavy = ctx.tenantWeight === 'heavy';
-      const turn = heavyTurn(all, this.options.heavy, Date.now());
+      const turn = heavyTurn(fleetOf(ctx, all), this.options.heavy, this.clock());
       let fit = views.filter((v) => this.fitsBeside(v, heavy, turn));
       if (!heavy && turn !== undefined) {
         const apart = fit.filter((v) => !turn.has(v.candidate.id));
@@ -330,7 +347,7 @@ export class ScorerPolicy implements RoutingPolicy {
     candidates: readonly Candidate[],
     model: string | undefined,
   ): { views: CandidateView[]; adapter: string | undefined } {
-    const now = Date.now();
+    const now = performance.now();
     const readings = candidates.map((c) => readingOf(c, now));
     const adapter = adapterIn(candidates, readings, model);
     return { views: candidates.map((c, i) => this.view(c, readings[i]!, adapter)), adapter };

@@ -72,6 +72,13 @@ export interface RouteContext {
    * the others need (ScorerOptions.heavy).
    */
   readonly tenantWeight?: 'heavy' | 'light' | undefined;
+  /**
+   * With `tenantWeight`: the ids of every worker of the model, in id order. A heavy tenant's
+   * turn (ScorerOptions.heavy.turnMs) is taken from this one set, whichever candidates a pick
+   * has (a worker without a free slot, a retry's exclusions), so the hold and the pick, and every
+   * replica, agree on it.
+   */
+  readonly fleet?: readonly string[] | undefined;
 }
 
 /** Why a decision went the way it did (the scorer's; see scorer.ts). */

@@ -31,7 +31,7 @@ export class CircuitBreaker {
     private readonly options: CircuitBreakerOptions,
     private readonly onChange?: (state: CircuitState) => void,
   ) {
-    this.now = options.now ?? Date.now;
+    this.now = options.now ?? (() => performance.now());
   }
 
   get current(): CircuitState {

@@ -50,7 +50,7 @@ export class ConcurrencyLimiter {
       return Promise.reject(new QueueFull(this.workerId, Math.max(1, Math.ceil(this.queueTimeoutMs / 1000))));
     }
     return new Promise<void>((resolve, reject) => {
-      const started = Date.now();
+      const started = performance.now();
       const waiter: Waiter = {
         resolve,
         reject,
@@ -58,7 +58,7 @@ export class ConcurrencyLimiter {
         onAbort: undefined,
         timer: setTimeout(() => {
           this.drop(waiter);
-          reject(new QueueTimeout(Date.now() - started));
+          reject(new QueueTimeout(performance.now() - started));
         }, this.queueTimeoutMs),
       };
       if (signal) {

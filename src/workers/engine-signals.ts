@@ -75,7 +75,7 @@ export interface EngineSignals {
   readonly prefixCacheHitRate: number | undefined;
   /** LoRA adapters running and waiting, and the engine's adapter slots; undefined without LoRA. */
   readonly lora: LoraSignals | undefined;
-  /** When the reading was taken (Unix ms, the gateway's clock). */
+  /** When the reading was taken (ms on the gateway's monotonic clock, performance.now(): a wall-clock step makes no reading stale). */
   readonly scrapedAt: number;
   readonly source: SignalSource;
 }

@@ -114,6 +114,23 @@ export class WorkerRegistry {
     return this.byModel.get(model) ?? [];
   }
 
+  /**
+   * The ids of the workers of `model`, in id order (RouteContext.fleet): one array per list of
+   * workers, made again only when the model's workers change.
+   */
+  idsForModel(model: string): readonly string[] {
+    const workers = this.forModel(model);
+    let ids = this.sortedIds.get(workers);
+    if (!ids) {
+      ids = workers.map((w) => w.id).sort();
+      this.sortedIds.set(workers, ids);
+    }
+    return ids;
+  }
+
+  /** idsForModel's, by the model's worker list (a list is replaced, never changed, when its workers change). */
+  private readonly sortedIds = new WeakMap<readonly Worker[], readonly string[]>();
+
   knowsModel(model: string): boolean {
     return this.byModel.has(model);
   }

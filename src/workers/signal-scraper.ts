@@ -88,7 +88,7 @@ export class SignalScraper {
   }
 
   /** Starts a read of every worker that is due and not being read; resolves when those end. */
-  async tick(now = Date.now()): Promise<void> {
+  async tick(now = performance.now()): Promise<void> {
     const reads: Promise<void>[] = [];
     for (const worker of this.registry.list()) {
       const state = worker.signalState;
@@ -125,10 +125,10 @@ export class SignalScraper {
     const state = worker.signalState;
     const names = state.names;
     if (names === 'none') return;
-    state.nextAt = Date.now() + this.options.intervalMs;
+    state.nextAt = performance.now() + this.options.intervalMs;
     try {
       const samples = await this.fetchSamples(worker, names);
-      const parsed = readEngineSignals(samples, names, Date.now());
+      const parsed = readEngineSignals(samples, names, performance.now());
       if (!parsed.ok) throw new ScrapeError(parsed.reason, `${state.path}: ${parsed.message}`);
       if (state.missing || state.failure) {
         this.log.info(
@@ -175,7 +175,7 @@ export class SignalScraper {
   private failed(worker: Worker, failure: ScrapeError): void {
     const state = worker.signalState;
     if (MEANS_MISSING.has(failure.reason) || state.missing) {
-      const until = Date.now() + this.options.missingRetryMs;
+      const until = performance.now() + this.options.missingRetryMs;
       if (!state.missing) {
         this.log.warn(
           {

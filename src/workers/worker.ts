@@ -193,7 +193,7 @@ export class Worker {
    * What the engine reports of its load now (see engine-signals.ts): `fresh`, `stale` (count it
    * as saturated) or `missing` (sluice's own counts, `source: 'none'`).
    */
-  signals(now = Date.now()): SignalsReading {
+  signals(now = performance.now()): SignalsReading {
     return this.signalState.reading(
       () => ({ waiting: this.limiter.queued, running: this.limiter.inFlight }),
       now,
