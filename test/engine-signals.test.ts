@@ -77,6 +77,13 @@ describe('engine metric names', () => {
     });
   });
 
+  it('reads the batch an SGLang engine reports (sglang:max_running_requests); none from a vLLM', () => {
+    const reported = `${SGLANG_METRICS}# TYPE sglang:max_running_requests gauge\nsglang:max_running_requests{model_name="m"} 48.0\n`;
+    expect(signalsOf(read(reported)).batchSize).toBe(48);
+    expect(signalsOf(read(SGLANG_METRICS)).batchSize).toBeUndefined();
+    expect(signalsOf(read(VLLM_METRICS)).batchSize).toBeUndefined();
+  });
+
   it("reads llama.cpp's names: deferred and processing requests, a KV-cache use only from builds that still export it", () => {
     expect(signalsOf(read(LLAMACPP_METRICS))).toEqual({
       waiting: 6,

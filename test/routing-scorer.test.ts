@@ -128,7 +128,7 @@ describe('the affinity index', () => {
 });
 
 describe('the scorer filters', () => {
-  const options = { maxWaiting: 5, maxKvCacheUsage: 0.9, maxPendingPrefill: 0 };
+  const options = { maxWaiting: 5, maxKvCacheUsage: 0.9, maxPendingPrefill: 0, defaultBatch: 256 };
   const view = (over: object) => ({
     candidate: { id: 'w', load: 0 },
     state: 'fresh' as const,
@@ -205,11 +205,11 @@ describe('the scorer filters', () => {
       signals: () => reading,
     };
     expect(policy.saturated([c], {})).toBe(false); // marks load 0 at this reading
+    load = 1;
+    expect(policy.saturated([c], {})).toBe(false); // 3 + 1: one more makes 5
     load = 2;
-    expect(policy.saturated([c], {})).toBe(false); // 3 + 2
-    load = 3;
-    expect(policy.saturated([c], {})).toBe(true); // 3 + 3 > 5
-    load = 1; // two of them ended
+    expect(policy.saturated([c], {})).toBe(true); // 3 + 2: one more would be 6 > 5
+    load = 1; // one of them ended
     expect(policy.saturated([c], {})).toBe(false);
   });
 
@@ -233,10 +233,36 @@ describe('the scorer filters', () => {
       signals: { waiting: 0, running: 5, kvCacheUsage: 0.2, lora: undefined, scrapedAt: 200 },
     };
     expect(policy.saturated([c], {})).toBe(false);
-    load = 5; // 3 fill the batch, 2 wait
+    load = 4; // 3 fill the batch, 1 waits: one more makes 2
     expect(policy.saturated([c], {})).toBe(false);
-    load = 6; // 3 wait
+    load = 5; // 2 wait: one more would be 3 > 2
     expect(policy.saturated([c], {})).toBe(true);
+  });
+
+  it('count a cold burst against the batch the engine reports, else the worker is configured with, else the default', () => {
+    const cold = (batchSize: number | undefined, maxBatch: number | undefined, defaultBatch?: number) => {
+      const policy = new ScorerPolicy({ saturation: { maxWaiting: 1, ...(defaultBatch ? { defaultBatch } : {}) } });
+      let load = 0;
+      const reading: CandidateReading = {
+        state: 'fresh',
+        signals: { waiting: 0, running: 0, batchSize, kvCacheUsage: 0.1, lora: undefined, scrapedAt: 1 },
+      };
+      const c: Candidate = {
+        id: 'w',
+        maxBatch,
+        get load() {
+          return load;
+        },
+        signals: () => reading,
+      };
+      // How many go before the rest are held.
+      while (!policy.saturated([c], {}) && load < 10_000) load++;
+      return load;
+    };
+    expect(cold(4, 8)).toBe(4 + 1); // the engine's report first
+    expect(cold(undefined, 8)).toBe(8 + 1);
+    expect(cold(undefined, undefined, 16)).toBe(16 + 1);
+    expect(cold(undefined, undefined)).toBe(256 + 1); // SCORER_DEFAULTS
   });
 
   it('take a LoRA adapter to workers that have it loaded or a slot free, not to full ones', () => {

@@ -197,14 +197,14 @@ describe('the scorer policy in the gateway', () => {
 
 /**
  * Flow control with one engine that takes one request at a time: its one reading says a batch of
- * one runs and one request waits (maxWaiting 1), so each request the gateway sends makes it
- * saturated until that request ends.
+ * one runs and one request waits (maxWaiting 2: one more may wait), so each request the gateway
+ * sends makes it saturated until that request ends.
  */
 describe('flow control in the gateway', () => {
   const fx = perTest();
   const saturatedFleet = (url: string, extra: SluiceConfigInput = {}): SluiceConfigInput => ({
     workers: [{ url, id: 'e' }],
-    routing: { policy: 'scorer', scorer: { saturation: { maxWaiting: 1 } } },
+    routing: { policy: 'scorer', scorer: { saturation: { maxWaiting: 2 } } },
     // Read once at start: what the gateway sends decides saturation from then on.
     signals: { intervalMs: 60_000 },
     ...extra,

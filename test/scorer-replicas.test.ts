@@ -140,13 +140,14 @@ describe('gateway replicas sharing routing through Redis', () => {
 
   it('counts a tenant’s requests in flight on every replica: the other replica lets a small tenant go first', async () => {
     const prefix = `sluice-test-${randomBytes(5).toString('hex')}:`;
-    // One runs, one waits: a batch of one (each request sent makes a replica's engine saturated).
+    // One runs, one waits: a batch of one; maxWaiting 2 lets one more wait (each request sent
+    // makes a replica's engine saturated).
     const [busy, own] = await startEngines(2, VLLM_IDLE.replace(/ 0\.0/g, ' 1.0'));
     busy!.holdChats = true;
     own!.holdChats = true;
     const flowConfig = (url: string): SluiceConfigInput =>
       config(prefix, [url], {
-        routing: { policy: 'scorer', scorer: { saturation: { maxWaiting: 1 } } },
+        routing: { policy: 'scorer', scorer: { saturation: { maxWaiting: 2 } } },
         // Read once: what each replica sends decides saturation from then on.
         signals: { intervalMs: 60_000 },
         flow: { tenantHeader: 'x-tenant', shareIntervalMs: 50 },

@@ -39,6 +39,8 @@ const saturationSchema = z.strictObject({
   maxKvCacheUsage: z.number().min(0).max(1).optional(),
   /** More characters of this gateway's prompts sent to it and not yet answering than this (0: no bound). */
   maxPendingPrefill: nonNegativeInt.optional(),
+  /** An engine's batch when neither it nor the worker's `maxBatch` says, until one is learnt. */
+  defaultBatch: z.number().int().positive().optional(),
 });
 
 /**

@@ -82,6 +82,15 @@ export const workerSchema = z.strictObject({
   queueTimeoutMs: positiveInt.optional(),
   /** Data-parallel ranks behind this URL (vLLM --data-parallel-size). */
   dpSize: positiveInt.optional(),
+  /**
+   * Its engine's batch: requests it runs at once (vLLM `--max-num-seqs`, SGLang
+   * `--max-running-requests`, llama.cpp `--parallel`). What the gateway sends past it waits in the
+   * engine's queue, so flow control holds a burst in the gateway from the first request, before
+   * the engine has reported a full batch. Default: what the engine reports (SGLang's
+   * `sglang:max_running_requests`), else what the scorer learnt, else
+   * `routing.scorer.saturation.defaultBatch`.
+   */
+  maxBatch: positiveInt.optional(),
   /** Bearer key the gateway sends to this worker. */
   apiKey: z.string().min(1).optional(),
   healthPath: z.string().startsWith('/').optional(),

@@ -82,7 +82,8 @@ import {
  */
 export const SCORER_DEFAULTS: ScorerOptions = {
   weights: { prefix: 3, queue: 2, kvCache: 1, lora: 5, inflight: 3, prefill: 3 },
-  saturation: { maxWaiting: 5, maxKvCacheUsage: 0.9, maxPendingPrefill: 0 },
+  // vLLM's default --max-num-seqs on most GPUs (V1; 1024 on H100/H200), SGLang's is larger.
+  saturation: { maxWaiting: 5, maxKvCacheUsage: 0.9, maxPendingPrefill: 0, defaultBatch: 256 },
   prefixChars: 0,
   // On the routing benchmark's (d) (8 engines, a tenant with three quarters of the load in bursts),
   // the small tenants' TTFT p99 over theirs alone: 1.9 and 2.1 with 4 of 8 engines; 2.2 with 5;
@@ -357,10 +358,14 @@ export class ScorerPolicy implements RoutingPolicy {
   private view(c: Candidate, reading: CandidateReading, adapter: string | undefined): CandidateView {
     const s = reading.signals;
     let waiting = s?.waiting ?? 0;
+    let full = false;
     if (reading.state === 'fresh' && s) {
       // The engine was read up to an interval ago. What the gateway replicas sent there since
-      // (this one's count, the others' as they last shared it), net of what ended, went to its batch while the batch had room (its size learnt from readings
-      // with requests waiting: the batch is full then), and to its queue past that.
+      // (this one's count, the others' as they last shared it), net of what ended, went to its
+      // batch while the batch had room, and to its queue past that. The batch: learnt from
+      // readings with requests waiting (the batch is full then), else what the engine reports or
+      // the worker is configured with, else a default: a cold burst, sent before any reading
+      // showed a full batch, counts against it and waits in the gateway.
       let mark = this.atReading.get(c.id);
       if (mark?.scrapedAt !== s.scrapedAt) {
         mark = { scrapedAt: s.scrapedAt, load: loadOf(c) };
@@ -368,14 +373,18 @@ export class ScorerPolicy implements RoutingPolicy {
         if (s.waiting > 0 && s.running > (this.batch.get(c.id) ?? 0)) this.batch.set(c.id, s.running);
         if (s.running > (this.peakRunning.get(c.id) ?? 0)) this.peakRunning.set(c.id, s.running);
       }
-      const room = Math.max(0, (this.batch.get(c.id) ?? Number.POSITIVE_INFINITY) - s.running);
+      const batch =
+        this.batch.get(c.id) ?? s.batchSize ?? c.maxBatch ?? this.options.saturation.defaultBatch;
+      const room = Math.max(0, batch - s.running);
       const sent = loadOf(c) - mark.load;
       waiting = s.waiting > 0 ? Math.max(0, waiting + sent) : Math.max(0, sent - room);
+      full = s.waiting > 0 || sent >= room;
     }
     return {
       candidate: c,
       state: reading.state,
       waiting,
+      full,
       kvCacheUsage: reading.state === 'stale' ? undefined : s?.kvCacheUsage,
       lora: adapter === undefined ? 'unknown' : loraState(reading, adapter),
     };

@@ -27,11 +27,13 @@ export interface CandidateReading {
     | {
         readonly waiting: number;
         readonly running: number;
+        /** The engine's batch as it reports it. */
+        readonly batchSize?: number | undefined;
         readonly kvCacheUsage: number | undefined;
         readonly lora:
           | { readonly running: readonly string[]; readonly waiting: readonly string[]; readonly max: number }
           | undefined;
-        /** When the engine was read (Unix ms). */
+        /** When the engine was read (the monotonic clock, ms). */
         readonly scrapedAt: number;
       }
     | undefined;
@@ -53,6 +55,8 @@ export interface Candidate {
    * gateway's own.
    */
   readonly elsewhere?: { readonly load: number; readonly pendingPrefill: number };
+  /** Its engine's batch as configured (the worker's `maxBatch`). */
+  readonly maxBatch?: number | undefined;
   /** Its engine's load now (the scorer reads it; a candidate without it is read from `load`). */
   signals?(now?: number): CandidateReading;
   /** The LoRA adapters it lists on `/v1/models`, to the base model of each. */
@@ -141,6 +145,12 @@ export interface SaturationOptions {
   readonly maxKvCacheUsage: number;
   /** A worker with more characters of this gateway's prompts not yet answering (pendingPrefill) is saturated; 0: no bound. */
   readonly maxPendingPrefill: number;
+  /**
+   * The batch of an engine that neither reports it nor has it configured (the worker's
+   * `maxBatch`), until the scorer learns it from a reading with requests waiting: what this
+   * gateway sends past its room counts as waiting there (a cold burst waits in the gateway).
+   */
+  readonly defaultBatch: number;
 }
 
 export interface ScorerOptions {

@@ -20,6 +20,8 @@ interface Dialect {
   /** Candidate names, the first one present wins (newer names first). */
   readonly waiting: readonly string[];
   readonly running: readonly string[];
+  /** The engine's batch size, where it reports it. */
+  readonly batchSize: readonly string[];
   readonly kvCacheUsage: readonly string[];
   /** Prefix-cache counters, by base name (`_total` or not); the first pair present wins. */
   readonly prefixCache: readonly CounterPair[];
@@ -32,6 +34,7 @@ const DIALECTS: readonly Dialect[] = [
     source: 'vllm',
     waiting: ['vllm:num_requests_waiting'],
     running: ['vllm:num_requests_running'],
+    batchSize: [],
     // Renamed in vLLM 0.10; both are 0..1.
     kvCacheUsage: ['vllm:kv_cache_usage_perc', 'vllm:gpu_cache_usage_perc'],
     prefixCache: [
@@ -47,6 +50,7 @@ const DIALECTS: readonly Dialect[] = [
     source: 'sglang',
     waiting: ['sglang:num_queue_reqs'],
     running: ['sglang:num_running_reqs'],
+    batchSize: ['sglang:max_running_requests'],
     kvCacheUsage: ['sglang:token_usage'],
     // Cached prompt tokens (every `cache_source`) out of all prompt tokens.
     prefixCache: [{ hits: 'sglang:cached_tokens', queries: 'sglang:prompt_tokens' }],
@@ -58,6 +62,7 @@ const DIALECTS: readonly Dialect[] = [
     // llama-server started with --metrics: slots busy, and tasks deferred for want of a slot.
     waiting: ['llamacpp:requests_deferred'],
     running: ['llamacpp:requests_processing'],
+    batchSize: [],
     // Dropped by recent llama.cpp builds: then the KV-cache use is unknown.
     kvCacheUsage: ['llamacpp:kv_cache_usage_ratio'],
     prefixCache: [],
@@ -104,7 +109,7 @@ export function newestSeriesOf(names: Exclude<MetricNames, 'none'>): NewestSerie
 export function wantedMetricNames(names: Exclude<MetricNames, 'none'>): ReadonlySet<string> {
   const wanted = new Set<string>();
   for (const d of dialectsFor(names)) {
-    for (const name of [...d.waiting, ...d.running, ...d.kvCacheUsage, ...d.prefixCacheHitRate])
+    for (const name of [...d.waiting, ...d.running, ...d.batchSize, ...d.kvCacheUsage, ...d.prefixCacheHitRate])
       wanted.add(name);
     for (const pair of d.prefixCache) {
       for (const base of [pair.hits, pair.queries]) {
@@ -297,6 +302,7 @@ export function readEngineSignals(
   }
   try {
     const kv = present(samples, dialect.kvCacheUsage);
+    const batch = present(samples, dialect.batchSize);
     const rate = present(samples, dialect.prefixCacheHitRate);
     const cache = prefixCounters(samples, dialect.prefixCache);
     const loraSamples = dialect.lora === undefined ? undefined : samples.get(dialect.lora);
@@ -308,6 +314,8 @@ export function readEngineSignals(
       signals: {
         waiting: count(...waiting),
         running: count(...running),
+        // A batch of none is no batch: not believed.
+        batchSize: batch && (count(...batch) || undefined),
         kvCacheUsage: kv && ratio(...kv),
         prefixCacheHits: cache?.hits,
         prefixCacheQueries: cache?.queries,

@@ -49,6 +49,11 @@ export interface EngineSignals {
    */
   readonly running: number;
   /**
+   * The engine's batch as it reports it (SGLang `sglang:max_running_requests`); undefined where
+   * it does not (vLLM, llama.cpp: the worker's `maxBatch` says it).
+   */
+  readonly batchSize?: number | undefined;
+  /**
    * Share of the engine's KV-cache capacity held by the requests it runs, 0 (empty) to 1 (full)
    * (vLLM `vllm:kv_cache_usage_perc`, before v0.10 `vllm:gpu_cache_usage_perc`, both 0..1 despite
    * the name; SGLang `sglang:token_usage`; llama.cpp `llamacpp:kv_cache_usage_ratio`, which

@@ -72,6 +72,8 @@ export class Worker {
   readonly breaker: CircuitBreaker;
   readonly limiter: ConcurrencyLimiter;
   readonly dpSize: number;
+  /** Its engine's batch as configured (`maxBatch`; Candidate.maxBatch). */
+  readonly maxBatch: number | undefined;
   readonly apiKey: string | undefined;
   /** Its engine orders waiting requests by their `priority` field (config `schedulingPolicy: priority`). */
   readonly priorityScheduling: boolean;
@@ -135,6 +137,7 @@ export class Worker {
     this.configuredModels = config.models;
     this.models = new Set(config.models ?? []);
     this.dpSize = config.dpSize ?? 1;
+    this.maxBatch = config.maxBatch;
     this.apiKey = config.apiKey;
     this.priorityScheduling = config.schedulingPolicy === 'priority';
     this.healthPath = config.healthPath ?? '/health';
