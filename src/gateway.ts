@@ -74,6 +74,7 @@ export class Gateway {
         router.removeWorker(worker.id);
         metrics.decisions.forget(worker.id);
       },
+      onModelGone: (model) => router.forgetModel(model),
       onCircuitChange: (worker, state, model) => {
         const label = model === undefined ? '' : metrics.modelLabel(model);
         metrics.circuitTransitions.inc({ worker: worker.id, model: label, state });

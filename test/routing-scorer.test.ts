@@ -241,7 +241,9 @@ describe('the scorer filters', () => {
 
   it('count a cold burst against the batch the engine reports, else the worker is configured with, else the default', () => {
     const cold = (batchSize: number | undefined, maxBatch: number | undefined, defaultBatch?: number) => {
-      const policy = new ScorerPolicy({ saturation: { maxWaiting: 1, ...(defaultBatch ? { defaultBatch } : {}) } });
+      const policy = new ScorerPolicy({
+        saturation: { maxWaiting: 1, ...(defaultBatch ? { defaultBatch } : {}) },
+      });
       let load = 0;
       const reading: CandidateReading = {
         state: 'fresh',

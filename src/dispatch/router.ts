@@ -3,7 +3,11 @@ import type { SluiceConfig } from '../config/schema.js';
 import { AffinityIndex, createPolicy } from '../routing/index.js';
 import type { Candidate, RouteContext, RoutingExplanation, RoutingPolicy } from '../routing/types.js';
 
-/** One routing policy instance per model (a cache-aware tree or hash ring belongs to one model). */
+/**
+ * One routing policy instance per model (a cache-aware tree or hash ring belongs to one model),
+ * kept while some worker serves the model: discovered models and LoRA adapters come and go, and
+ * a policy per name ever seen grew without bound (issue 49).
+ */
 export class Router {
   private readonly policies = new Map<string, RoutingPolicy>();
   /**
@@ -57,6 +61,16 @@ export class Router {
   /** Why the last pick for `model` went where it did, when its policy says. */
   explanation(model: string): RoutingExplanation | undefined {
     return this.policies.get(model)?.lastExplanation;
+  }
+
+  /** No worker serves `model` any more: its policy, and what it learnt, go. */
+  forgetModel(model: string): void {
+    this.policies.delete(model);
+  }
+
+  /** Models with a policy now (tests, and the bound above). */
+  get policyCount(): number {
+    return this.policies.size;
   }
 
   removeWorker(workerId: string): void {

@@ -9,6 +9,7 @@ import {
   readingOf,
   saturation,
 } from './candidate-view.js';
+import { DecayingMax } from './decaying-max.js';
 import { blockHashes } from './prefix-blocks.js';
 import { randomIndex } from './random-index.js';
 import { decidedBy, PREFILL_SCALE_CHARS, round, scoreViews, uncachedChars } from './scores.js';
@@ -146,6 +147,19 @@ function heavyTurn(
   return turn;
 }
 
+/** How long a learnt batch size or most-running count counts after it was last seen: one to two of these. */
+const LEARNT_WINDOW_MS = 5 * 60_000;
+
+/** A worker's DecayingMax in `map`, made on first use. */
+function learnt(map: Map<string, DecayingMax>, id: string): DecayingMax {
+  let max = map.get(id);
+  if (!max) {
+    max = new DecayingMax(LEARNT_WINDOW_MS);
+    map.set(id, max);
+  }
+  return max;
+}
+
 /** The model's workers in id order (RouteContext.fleet), or, without it, the candidates'. */
 function fleetOf(ctx: RouteContext, views: readonly CandidateView[]): readonly string[] {
   return ctx.fleet ?? views.map((v) => v.candidate.id).sort();
@@ -158,15 +172,19 @@ export class ScorerPolicy implements RoutingPolicy {
   lastExplanation: RoutingExplanation | undefined;
   /** Per worker: when its engine was last read, and this gateway's load on it then. */
   private readonly atReading = new Map<string, { scrapedAt: number; load: number }>();
-  /** Per worker: the largest batch its engine ran while requests waited there (its batch is full then). */
-  private readonly batch = new Map<string, number>();
   /**
-   * Per worker: the most requests its engine ever reported running. Where a request waited
-   * behind a prompt's prefill (the step's token budget spent) the batch above is learnt short of
-   * its size; the most ever running is not, once the fleet has been loaded (the room a heavy
-   * tenant's neighbours are given).
+   * Per worker: the largest batch its engine ran while requests waited there (its batch is full
+   * then), over the last one or two LEARNT_WINDOW_MS (DecayingMax: an engine restarted smaller
+   * under the same id gives its old room back).
    */
-  private readonly peakRunning = new Map<string, number>();
+  private readonly batch = new Map<string, DecayingMax>();
+  /**
+   * Per worker: the most requests its engine reported running lately (DecayingMax). Where a
+   * request waited behind a prompt's prefill (the step's token budget spent) the batch above is
+   * learnt short of its size; the most running is not, once the fleet has been loaded (the room a
+   * heavy tenant's neighbours are given).
+   */
+  private readonly peakRunning = new Map<string, DecayingMax>();
 
   constructor(
     options: {
@@ -276,7 +294,7 @@ export class ScorerPolicy implements RoutingPolicy {
     const pending = pendingPrefillOf(v.candidate);
     if (heavy) return pending === 0 && (turn === undefined || turn.has(v.candidate.id));
     if (pending > this.options.heavy.longPrefillChars) return false;
-    const peak = this.peakRunning.get(v.candidate.id);
+    const peak = this.peakRunning.get(v.candidate.id)?.get(performance.now());
     return peak === undefined || loadOf(v.candidate) < peak;
   }
 
@@ -370,11 +388,14 @@ export class ScorerPolicy implements RoutingPolicy {
       if (mark?.scrapedAt !== s.scrapedAt) {
         mark = { scrapedAt: s.scrapedAt, load: loadOf(c) };
         this.atReading.set(c.id, mark);
-        if (s.waiting > 0 && s.running > (this.batch.get(c.id) ?? 0)) this.batch.set(c.id, s.running);
-        if (s.running > (this.peakRunning.get(c.id) ?? 0)) this.peakRunning.set(c.id, s.running);
+        if (s.waiting > 0) learnt(this.batch, c.id).note(s.running, s.scrapedAt);
+        learnt(this.peakRunning, c.id).note(s.running, s.scrapedAt);
       }
       const batch =
-        this.batch.get(c.id) ?? s.batchSize ?? c.maxBatch ?? this.options.saturation.defaultBatch;
+        this.batch.get(c.id)?.get(s.scrapedAt) ??
+        s.batchSize ??
+        c.maxBatch ??
+        this.options.saturation.defaultBatch;
       const room = Math.max(0, batch - s.running);
       const sent = loadOf(c) - mark.load;
       waiting = s.waiting > 0 ? Math.max(0, waiting + sent) : Math.max(0, sent - room);

@@ -109,7 +109,13 @@ export function newestSeriesOf(names: Exclude<MetricNames, 'none'>): NewestSerie
 export function wantedMetricNames(names: Exclude<MetricNames, 'none'>): ReadonlySet<string> {
   const wanted = new Set<string>();
   for (const d of dialectsFor(names)) {
-    for (const name of [...d.waiting, ...d.running, ...d.batchSize, ...d.kvCacheUsage, ...d.prefixCacheHitRate])
+    for (const name of [
+      ...d.waiting,
+      ...d.running,
+      ...d.batchSize,
+      ...d.kvCacheUsage,
+      ...d.prefixCacheHitRate,
+    ])
       wanted.add(name);
     for (const pair of d.prefixCache) {
       for (const base of [pair.hits, pair.queries]) {

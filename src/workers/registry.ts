@@ -12,6 +12,8 @@ export interface RegistryEvents {
   /** A worker's circuit for `model` stayed closed: the model's ejection cap is reached. */
   onEjectionRefused?(worker: Worker, model: string): void;
   onHealthChange?(worker: Worker, healthy: boolean): void;
+  /** No worker serves `model` any more (workers removed, adapters expired, a new `/v1/models`). */
+  onModelGone?(model: string): void;
 }
 
 /** Every known worker, indexed by id and by model. */
@@ -190,7 +192,10 @@ export class WorkerRegistry {
         worker.forgetModel(name);
         const list = this.byModel.get(name)?.filter((w) => w !== worker) ?? [];
         if (list.length > 0) this.byModel.set(name, list);
-        else this.byModel.delete(name);
+        else {
+          this.byModel.delete(name);
+          this.events.onModelGone?.(name);
+        }
       }
       for (const name of added) {
         adapters.set(name, '');
@@ -218,7 +223,9 @@ export class WorkerRegistry {
         index.set(model, list);
       }
     }
+    const before = this.byModel;
     this.byModel = index;
+    for (const model of before.keys()) if (!index.has(model)) this.events.onModelGone?.(model);
   }
 
   async closeAll(): Promise<void> {
