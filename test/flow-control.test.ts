@@ -5,7 +5,11 @@ import { GatewayMetrics } from '../src/observability/metrics.js';
 
 const CLASSES = ['high', 'normal', 'low'];
 
-function flow(options: Partial<FlowControl['options']> = {}, peers?: FlowPeers): FlowControl {
+function flow(
+  options: Partial<FlowControl['options']> = {},
+  peers?: FlowPeers,
+  now?: () => number,
+): FlowControl {
   return new FlowControl(
     {
       classes: CLASSES,
@@ -18,6 +22,7 @@ function flow(options: Partial<FlowControl['options']> = {}, peers?: FlowPeers):
     },
     new GatewayMetrics(false),
     peers,
+    now,
   );
 }
 
@@ -51,6 +56,28 @@ function withRemoteTenants() {
 
 const turn = () => new Promise((resolve) => setImmediate(resolve));
 
+/** Turns of the event loop until `check` holds (at most 1,000: a test that waits for ever fails). */
+async function until(check: () => boolean): Promise<void> {
+  for (let i = 0; i < 1_000 && !check(); i++) await turn();
+  expect(check()).toBe(true);
+}
+
+/**
+ * Opens the fleet and lets `n` requests go one at a time, each step driven by events, not
+ * sleeps: once one has gone (`order` grew) and taken the one slot, the slot is freed and the
+ * queue woken, as a request's end does (FlowControl.started's end).
+ */
+async function stepThrough(control: FlowControl, fleet: Fleet, order: readonly string[], n: number) {
+  const wake = () => control.started('m', '')();
+  fleet.open = true;
+  wake();
+  for (let i = 0; i < n; i++) {
+    await until(() => order.length === i + 1);
+    fleet.busy = false;
+    wake();
+  }
+}
+
 describe('flow control', () => {
   it('lets a request through at once when the fleet has room and nobody waits', () => {
     const control = flow();
@@ -78,11 +105,7 @@ describe('flow control', () => {
     ];
     await turn();
     expect(control.waiting('m')).toBe(6);
-    fleet.open = true;
-    for (let i = 0; i < 6; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 15));
-      fleet.busy = false;
-    }
+    await stepThrough(control, fleet, order, 6);
     await Promise.all(all);
     expect(order).toEqual(['high-1', 'high-2', 'normal-1', 'normal-2', 'low-1', 'low-2']);
   });
@@ -106,11 +129,7 @@ describe('flow control', () => {
       send(ticket('b')),
     ];
     await turn();
-    fleet.open = true;
-    for (let i = 0; i < 7; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 15));
-      fleet.busy = false;
-    }
+    await stepThrough(control, fleet, order, 7);
     await Promise.all(all);
     // a and b (none in flight) take turns before hot (two in flight), which arrived first.
     expect(order).toEqual(['a', 'b', 'a', 'hot', 'hot', 'hot', 'hot']);
@@ -128,11 +147,7 @@ describe('flow control', () => {
       });
     const all = [...['x', 'x', 'x', 'y', 'y', 'z'].map((tenant) => send(ticket(tenant)))];
     await turn();
-    fleet.open = true;
-    for (let i = 0; i < 6; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 15));
-      fleet.busy = false;
-    }
+    await stepThrough(control, fleet, order, 6);
     await Promise.all(all);
     expect(order).toEqual(['x', 'y', 'z', 'x', 'y', 'x']);
   });
@@ -186,24 +201,27 @@ describe('flow control', () => {
   });
 
   it('refuses at once a request whose wait would pass its deadline at the rate the queue moves', async () => {
-    const control = flow();
+    let clock = 0;
+    const control = flow({}, undefined, () => clock);
     const fleet = new Fleet();
+    const order: string[] = [];
     const signal = () => new AbortController().signal;
     const sent = Array.from({ length: 12 }, () =>
       control.enter('m', ticket('x'), signal(), fleet.saturated)!.then(() => {
+        order.push('x');
         fleet.busy = true;
       }),
     );
     await turn();
+    // Three leave, 20 ms apart on the injected clock: the queue moves at 50 per second.
     fleet.open = true;
-    // Three leave, 20 ms apart: the queue moves at about 50 per second.
     for (let i = 0; i < 3; i++) {
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      clock += 20;
       fleet.busy = false;
-      await turn();
+      control.started('m', '')();
+      await until(() => order.length === i + 1);
     }
-    fleet.busy = true;
-    // 8 or 9 of the same tenant ahead at ~50/s is well over 60 ms; 5 s is plenty.
+    // 9 of the same tenant ahead at 50/s is 180 ms: past a 60 ms deadline, within 5 s.
     const hurried = control.enter('m', ticket('x', 'normal', 60), signal(), fleet.saturated)!;
     const err = (await hurried.then(
       () => undefined,
@@ -213,12 +231,12 @@ describe('flow control', () => {
     expect(err.waitedMs).toBe(0);
     const patient = control.enter('m', ticket('x', 'normal', 5_000), signal(), fleet.saturated);
     expect(patient).toBeInstanceOf(Promise);
-    // Another tenant has one of x's ahead of it at most (they take turns): it may wait 60 ms.
+    // Another tenant has one of x's ahead of it at most (they take turns): 40 ms, it may wait 60.
     const other = control.enter('m', ticket('y', 'normal', 60), signal(), fleet.saturated)!;
-    // Another tenant's request was let wait: its deadline passes.
+    expect(control.waiting('m')).toBe(11);
+    // Its deadline passes (the real timer): it was let wait, then refused.
     const err2 = (await other.catch((e: unknown) => e)) as FleetSaturated;
     expect(err2).toBeInstanceOf(FleetSaturated);
-    expect(err2.waitedMs).toBeGreaterThan(0);
     control.close(new GatewayShuttingDown());
     await Promise.allSettled([...sent, patient]);
   });

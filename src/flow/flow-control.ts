@@ -76,6 +76,8 @@ export class FlowControl {
     readonly options: FlowOptions,
     private readonly metrics: GatewayMetrics,
     private peers: FlowPeers | undefined = undefined,
+    /** The monotonic clock of waits and the queue's rate (tests inject one). */
+    private readonly now: () => number = () => performance.now(),
   ) {}
 
   /** The ticket of a request that brings none: no tenant, the default class, the default deadline. */
@@ -239,7 +241,7 @@ export class FlowControl {
       queue = new ModelQueue(this.options.classes.length);
       this.queues.set(model, queue);
     }
-    const now = performance.now();
+    const now = this.now();
     const labels = { model: this.metrics.modelLabel(model), priority: this.className(ticket.priority) };
     if (queue.size >= this.options.maxQueued) {
       this.metrics.flowRejections.inc(labels);
@@ -297,7 +299,7 @@ export class FlowControl {
   private fail(model: string, queue: ModelQueue, waiter: Waiter, reason: string): void {
     if (!queue.remove(waiter)) return;
     this.cleanup(model, waiter);
-    const now = performance.now();
+    const now = this.now();
     this.metrics.flowRejections.inc({
       model: this.metrics.modelLabel(model),
       priority: this.className(waiter.ticket.priority),
@@ -347,7 +349,7 @@ export class FlowControl {
     queue.remove(next);
     queue.rotate(next);
     this.cleanup(model, next);
-    const now = performance.now();
+    const now = this.now();
     queue.noteAdmitted(now);
     const waited = now - next.enqueuedAt;
     this.metrics.flowWait.observe(
