@@ -5,7 +5,7 @@ import { eventually, perTest, post } from './helpers/gateway.js';
 /**
  * Pending prefill: the prompts the gateway sent a worker that have had no first token yet,
  * counted on that worker (the part its engine's cache likely lacks) until their first token or
- * their end. The scorer scores it (`prefill`) and bounds it (`saturation.maxPendingPrefill`):
+ * their end. The scorer scores it (`prefill`):
  * engines report no prefill backlog, and a batch prefilling a long prompt delays every request
  * that joins it. The engines are the mock worker's engine model (vLLM-like continuous batching
  * with chunked prefill at `prefillTokensPerSecond`), slow enough that a long prompt's first
@@ -86,25 +86,5 @@ describe('pending prefill', () => {
     await first;
     await eventually(async () => (await pending(gw)).w0 === 0);
     expect(gw.context.registry.get('w0')!.limiter.inFlight).toBe(0);
-  });
-
-  it('holds requests in the gateway while every worker has more pending prefill than the bound', async () => {
-    const gw = await fleet(1, { maxPendingPrefill: 100 });
-    const first = stream(gw, LONG);
-    await eventually(async () => (await pending(gw)).w0! > 100);
-    const held = post(`${gw.url}/v1/chat/completions`, {
-      model: 'm',
-      max_tokens: 1,
-      messages: [{ role: 'user', content: 'a short question' }],
-    });
-    await eventually(() => gw.flow!.waiting('m') === 1);
-    // It goes once the long prompt's first token is in.
-    const res = await first;
-    const reader = res.body!.getReader();
-    await reader.read();
-    const answered = await held;
-    expect(answered.status, answered.text).toBe(200);
-    let done = false;
-    while (!done) done = (await reader.read()).done;
   });
 });

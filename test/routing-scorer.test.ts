@@ -128,7 +128,7 @@ describe('the affinity index', () => {
 });
 
 describe('the scorer filters', () => {
-  const options = { maxWaiting: 5, maxKvCacheUsage: 0.9, maxPendingPrefill: 0, defaultBatch: 256 };
+  const options = { maxWaiting: 5, maxKvCacheUsage: 0.9, defaultBatch: 256 };
   const view = (over: object) => ({
     candidate: { id: 'w', load: 0 },
     state: 'fresh' as const,
@@ -145,30 +145,6 @@ describe('the scorer filters', () => {
     expect(saturation(view({ waiting: 6 }), options)).toBe('waiting');
     expect(saturation(view({ kvCacheUsage: 0.9 }), options)).toBeUndefined();
     expect(saturation(view({ kvCacheUsage: 0.91 }), options)).toBe('kv_cache');
-  });
-
-  it('hold requests for a worker when this gateway’s prompts not yet answering there pass maxPendingPrefill', () => {
-    const bounded = { ...options, maxPendingPrefill: 1000 };
-    const pending = (chars: number) => ({ ...view({}), candidate: worker('a', {}, 0, undefined, chars) });
-    expect(holdReason(pending(1000), bounded)).toBeUndefined();
-    expect(holdReason(pending(1001), bounded)).toBe('prefill');
-    expect(holdReason(view({ waiting: 6 }), bounded)).toBe('waiting');
-    expect(saturation(pending(1001), bounded)).toBeUndefined(); // not a pick's filter
-    expect(holdReason(pending(1_000_000), options)).toBeUndefined(); // 0: no bound
-    const policy = new ScorerPolicy({ saturation: { maxPendingPrefill: 1000 } });
-    const fleet = [worker('a', {}, 1, undefined, 5000), worker('b', {}, 1, undefined, 2000)];
-    expect(policy.saturated(fleet, {})).toBe(true);
-    expect(policy.saturated([...fleet, worker('c', {}, 9, undefined, 900)], {})).toBe(false);
-    // It holds requests in the gateway, but leaves no worker out of a pick: the prefill score weighs it.
-    const index = new AffinityIndex({ blockChars: 64 });
-    const text = `${SYSTEM}question`;
-    index.record(blockHashes('m', text, 64, 512), 'a');
-    const picking = new ScorerPolicy(
-      { weights: only('prefix'), saturation: { maxPendingPrefill: 1000 } },
-      index,
-    );
-    expect(picking.select([...fleet, worker('c', {}, 0, undefined, 0)], { text, model: 'm' }).id).toBe('a');
-    expect(picking.lastExplanation?.filtered).toEqual({ saturated: 0, lora: 0 });
   });
 
   it('leave saturated workers out, and say the fleet is saturated when all are', () => {
@@ -442,27 +418,6 @@ describe('the scorers', () => {
     expect(policy.lastExplanation?.decidedBy).toBe('random_tie');
   });
 
-  it('prefix, on a scale of characters: what a worker holds counts by its length, up to prefixChars', () => {
-    const long = `${SYSTEM}${SYSTEM}`; // 36 blocks
-    const hashes = blockHashes('m', long, 64, 512);
-    // A decision is recorded too: each policy its own index.
-    const indexed = () => {
-      const index = new AffinityIndex({ blockChars: 64 });
-      index.record(hashes.slice(0, 9), 'quarter');
-      index.record(hashes.slice(0, 18), 'half');
-      return index;
-    };
-    const policy = new ScorerPolicy({ weights: only('prefix'), prefixChars: 64 * 12 }, indexed());
-    const fleet = [worker('quarter'), worker('half'), worker('none')];
-    expect(policy.select(fleet, { text: long, model: 'm' }).id).toBe('half');
-    const by = Object.fromEntries(policy.lastExplanation!.scores.map((s) => [s.id, s.by.prefix]));
-    // 9 blocks of 12 count 0.75; 18 blocks are past the scale: 1. As shares of 36, squared: 0.0625 and 0.25.
-    expect(by).toEqual({ half: 1, quarter: 0.75, none: 0 });
-    const shares = new ScorerPolicy({ weights: only('prefix') }, indexed());
-    shares.select(fleet, { text: long, model: 'm' });
-    expect(shares.lastExplanation!.scores.map((s) => s.by.prefix)).toEqual([0.25, 0.063, 0]);
-  });
-
   it('queue: the engine with the fewest requests waiting', () => {
     const policy = new ScorerPolicy({ weights: only('queue') });
     const fleet = [worker('a', { waiting: 4 }), worker('b', { waiting: 1 }), worker('c', { waiting: 3 })];
@@ -560,10 +515,6 @@ describe('the scorers', () => {
     const fleet = [worker('busy', {}, 3, undefined, 0), worker('light', {}, 2, undefined, 300)];
     expect(policy.select(fleet, { text: 'a short question', model: 'm' }).id).toBe('light');
     expect(policy.lastExplanation?.decidedBy).toBe('inflight');
-    // The scale is not the pending-prefill bound: with a small bound, the same pick.
-    const bounded = new ScorerPolicy({ saturation: { maxPendingPrefill: 100 } });
-    expect(bounded.select(fleet, { text: 'a short question', model: 'm' }).id).toBe('light');
-    expect(bounded.lastExplanation?.decidedBy).toBe('inflight');
   });
 
   it('scores the gateway’s own load against the largest of the candidates’', () => {

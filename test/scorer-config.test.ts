@@ -7,35 +7,24 @@ describe('the scorer and flow control settings', () => {
   it('resolve a model’s weights and saturation over routing.scorer’s, field by field', () => {
     const config = parseConfig({
       routing: { policy: 'scorer', scorer: { weights: { prefix: 7 }, saturation: { maxWaiting: 3 } } },
-      models: { m: { routing: { scorer: { weights: { queue: 9 }, prefixChars: 4000 } } } },
+      models: { m: { routing: { scorer: { weights: { queue: 9 }, saturation: { defaultBatch: 64 } } } } },
     });
     const settings = new ModelSettings(config);
     expect(settings.scorer('m')).toEqual({
       weights: { ...SCORER_DEFAULTS.weights, prefix: 7, queue: 9 },
-      saturation: { ...SCORER_DEFAULTS.saturation, maxWaiting: 3 },
-      prefixChars: 4000,
+      saturation: { ...SCORER_DEFAULTS.saturation, maxWaiting: 3, defaultBatch: 64 },
       heavy: SCORER_DEFAULTS.heavy,
     });
     expect(settings.scorer('other').weights).toEqual({ ...SCORER_DEFAULTS.weights, prefix: 7 });
-    expect(settings.scorer('other').prefixChars).toBe(0);
+    expect(settings.scorer('other').saturation.defaultBatch).toBe(256);
     expect(config.routing.scorer.affinity).toMatchObject({ blockChars: 128, share: true });
   });
 
-  it('bound pending prefill per model: the model’s own, else routing.scorer’s, 0 for no bound', () => {
-    const config = parseConfig({
-      routing: { policy: 'scorer', scorer: { saturation: { maxPendingPrefill: 20_000 } } },
-      models: {
-        m: { routing: { scorer: { saturation: { maxPendingPrefill: 0 }, weights: { prefill: 0 } } } },
-      },
-    });
-    const settings = new ModelSettings(config);
-    expect(settings.scorer('m').saturation.maxPendingPrefill).toBe(0);
-    expect(settings.scorer('m').weights.prefill).toBe(0);
-    expect(settings.scorer('other').saturation.maxPendingPrefill).toBe(20_000);
-    expect(new ModelSettings(parseConfig({})).scorer('other').saturation.maxPendingPrefill).toBe(0);
-    expect(() => parseConfig({ routing: { scorer: { saturation: { maxPendingPrefill: -1 } } } })).toThrow(
+  it('refuse the knobs that gained nothing and are gone (maxPendingPrefill, prefixChars), naming them', () => {
+    expect(() => parseConfig({ routing: { scorer: { saturation: { maxPendingPrefill: 1000 } } } })).toThrow(
       /maxPendingPrefill/,
     );
+    expect(() => parseConfig({ routing: { scorer: { prefixChars: 4000 } } })).toThrow(/prefixChars/);
   });
 
   it('resolve how a heavy tenant is kept from the others’ workers per model, and refuse a share out of (0, 1]', () => {

@@ -107,11 +107,10 @@ function scorerOf(base: ScorerOptions, own: ModelScorer | undefined): ScorerOpti
   if (own.saturation?.maxWaiting !== undefined) saturation.maxWaiting = own.saturation.maxWaiting;
   if (own.saturation?.maxKvCacheUsage !== undefined)
     saturation.maxKvCacheUsage = own.saturation.maxKvCacheUsage;
-  if (own.saturation?.maxPendingPrefill !== undefined)
-    saturation.maxPendingPrefill = own.saturation.maxPendingPrefill;
   const heavy = { ...base.heavy };
   if (own.heavy?.isolate !== undefined) heavy.isolate = own.heavy.isolate;
   if (own.heavy?.prefillShare !== undefined) heavy.prefillShare = own.heavy.prefillShare;
   if (own.heavy?.longPrefillChars !== undefined) heavy.longPrefillChars = own.heavy.longPrefillChars;
-  return { weights, saturation, prefixChars: own.prefixChars ?? base.prefixChars, heavy };
+  if (own.saturation?.defaultBatch !== undefined) saturation.defaultBatch = own.saturation.defaultBatch;
+  return { weights, saturation, heavy };
 }

@@ -37,17 +37,9 @@ const saturationSchema = z.strictObject({
   maxWaiting: nonNegativeInt.optional(),
   /** Its engine's KV cache fuller than this share (0..1). */
   maxKvCacheUsage: z.number().min(0).max(1).optional(),
-  /** More characters of this gateway's prompts sent to it and not yet answering than this (0: no bound). */
-  maxPendingPrefill: nonNegativeInt.optional(),
   /** An engine's batch when neither it nor the worker's `maxBatch` says, until one is learnt. */
   defaultBatch: z.number().int().positive().optional(),
 });
-
-/**
- * The prefix score's scale: the characters of the prompt a worker likely holds, over this many
- * (1 at or past it); 0: the share of the prompt's blocks it holds.
- */
-const prefixCharsSchema = nonNegativeInt;
 
 /** While one tenant is heavy (flow.heavyShare): how the scorer keeps its long prompts from the workers the others need. */
 const heavyTenantSchema = z.strictObject({
@@ -65,7 +57,6 @@ const heavyTenantSchema = z.strictObject({
 export const modelScorerSchema = z.strictObject({
   weights: scorerWeightsSchema.optional(),
   saturation: saturationSchema.optional(),
-  prefixChars: prefixCharsSchema.optional(),
   heavy: heavyTenantSchema.optional(),
 });
 
@@ -78,7 +69,6 @@ export const scorerSchema = z
     saturation: saturationSchema
       .prefault({})
       .transform((s) => ({ ...SCORER_DEFAULTS.saturation, ...definedOnly(s) })),
-    prefixChars: prefixCharsSchema.default(SCORER_DEFAULTS.prefixChars),
     heavy: heavyTenantSchema.prefault({}).transform((h) => ({ ...SCORER_DEFAULTS.heavy, ...definedOnly(h) })),
     /** Prefix affinity: which workers were last sent which prompt blocks (shared by replicas through Redis). */
     affinity: z

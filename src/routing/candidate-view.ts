@@ -28,16 +28,14 @@ export function saturation(view: CandidateView, options: SaturationOptions): str
 
 /**
  * Why a request should not go to a view now: saturated, or its batch full with `maxWaiting`
- * waiting already (so that no more than `maxWaiting` wait in an engine because of this gateway),
- * or past the pending-prefill bound (when one is set). What flow control judges; a pick filters only on `saturation` (see `select`).
+ * waiting already (so that no more than `maxWaiting` wait in an engine because of this gateway).
+ * What flow control judges; a pick filters only on `saturation` (see `select`).
  */
 export function holdReason(view: CandidateView, options: SaturationOptions): string | undefined {
   const why = saturation(view, options);
   if (why !== undefined) return why;
   // The request itself counted: sent to a full batch, it would be one waiting more, past the bound.
   if (view.full && view.waiting >= options.maxWaiting) return 'waiting';
-  if (options.maxPendingPrefill > 0 && pendingPrefillOf(view.candidate) > options.maxPendingPrefill)
-    return 'prefill';
   return undefined;
 }
 

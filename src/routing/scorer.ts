@@ -35,19 +35,13 @@ import {
  * - `saturated`: a worker whose reading is stale, whose engine has more than
  *   `saturation.maxWaiting` requests waiting, or whose KV cache is fuller than
  *   `saturation.maxKvCacheUsage`. When every candidate is saturated the request waits in the
- *   gateway (`saturated()`, flow control); if it is sent anyway, all of them are scored. It
- *   waits as well, with a bound set (0, none, by default), while every candidate has more than
- *   `saturation.maxPendingPrefill` characters of this gateway's prompts not yet answering
- *   (`Candidate.pendingPrefill`: engines report no prefill backlog, and a batch prefilling long
- *   prompts delays every request joining it); the bound leaves no worker out of a pick (the
- *   `prefill` score weighs it).
+ *   gateway (`saturated()`, flow control); if it is sent anyway, all of them are scored.
  * - `lora`: for a LoRA adapter, workers whose every adapter slot is taken by other adapters,
  *   while some worker has it loaded or a slot free.
  *
  * Scorers, each 0..1 (higher is better), weighted and summed:
  * - `prefix`: the square of the share of the prompt's blocks the worker was last sent
- *   (affinity-index.ts, shared by replicas), which its engine's prefix cache most likely holds
- *   (or, with `prefixChars`, their characters over that scale);
+ *   (affinity-index.ts, shared by replicas), which its engine's prefix cache most likely holds;
  * - `queue`: fewer requests waiting on its engine (min-max over the candidates);
  * - `kvCache`: more of its KV cache free (1 - use);
  * - `lora`: the adapter asked for is loaded there (running or waiting requests use it);
@@ -84,8 +78,7 @@ import {
 export const SCORER_DEFAULTS: ScorerOptions = {
   weights: { prefix: 3, queue: 2, kvCache: 1, lora: 5, inflight: 3, prefill: 3 },
   // vLLM's default --max-num-seqs on most GPUs (V1; 1024 on H100/H200), SGLang's is larger.
-  saturation: { maxWaiting: 5, maxKvCacheUsage: 0.9, maxPendingPrefill: 0, defaultBatch: 256 },
-  prefixChars: 0,
+  saturation: { maxWaiting: 5, maxKvCacheUsage: 0.9, defaultBatch: 256 },
   // On the routing benchmark's (d) (8 engines, a tenant with three quarters of the load in bursts),
   // the small tenants' TTFT p99 over theirs alone: 1.9 and 2.1 with 4 of 8 engines; 2.2 with 5;
   // 5.5 with 6; 4.3 without (every engine). Taken in turn every 100 ms (24 s cells, two replicas,
@@ -190,7 +183,6 @@ export class ScorerPolicy implements RoutingPolicy {
     options: {
       weights?: Partial<ScorerWeights> | undefined;
       saturation?: Partial<SaturationOptions> | undefined;
-      prefixChars?: number | undefined;
       heavy?: Partial<HeavyTenantOptions> | undefined;
     } = {},
     affinity?: AffinityIndex,
@@ -201,7 +193,6 @@ export class ScorerPolicy implements RoutingPolicy {
     this.options = {
       weights: { ...SCORER_DEFAULTS.weights, ...options.weights },
       saturation: { ...SCORER_DEFAULTS.saturation, ...options.saturation },
-      prefixChars: options.prefixChars ?? SCORER_DEFAULTS.prefixChars,
       heavy: { ...SCORER_DEFAULTS.heavy, ...options.heavy },
     };
     this.affinity = affinity ?? new AffinityIndex();
@@ -322,7 +313,6 @@ export class ScorerPolicy implements RoutingPolicy {
     const scores = scoreViews(views, depth, blocks, {
       maxWaiting: this.options.saturation.maxWaiting,
       blockChars: this.affinity.options.blockChars,
-      prefixChars: this.options.prefixChars,
       textChars,
       prefillChars: PREFILL_SCALE_CHARS,
     });

@@ -40,8 +40,6 @@ export interface ScoreScales {
   readonly maxWaiting: number;
   /** Characters per prefix block. */
   readonly blockChars: number;
-  /** The prefix score's full scale in characters (0: the share of the blocks). */
-  readonly prefixChars: number;
   /** The prompt's characters (0: unknown, the prefill scorer counts only the work queued ahead). */
   readonly textChars: number;
   /** The prefill score's scale in characters (the work that scores 0, or the most of any candidate past it). */
@@ -50,7 +48,6 @@ export interface ScoreScales {
 
 /**
  * The prefill score's scale: about one engine step of prompt tokens (vLLM's 2048 batched tokens).
- * Not the pending-prefill bound: a small bound would make a few hundred characters decide picks.
  */
 export const PREFILL_SCALE_CHARS = 8192;
 
@@ -68,13 +65,12 @@ export function scoreViews(
   blocks: number,
   scales: ScoreScales,
 ): Record<ScorerName, number[]> {
-  const { maxWaiting, blockChars, prefixChars, textChars, prefillChars } = scales;
+  const { maxWaiting, blockChars, textChars, prefillChars } = scales;
   const known = views.flatMap((v) => (v.kvCacheUsage === undefined ? [] : [v.kvCacheUsage]));
   const meanKv = known.length > 0 ? known.reduce((a, b) => a + b, 0) / known.length : 0;
   return {
     prefix: views.map((v) => {
       const depth = prefixDepth.get(v.candidate.id) ?? 0;
-      if (prefixChars > 0) return Math.min(1, (depth * blockChars) / prefixChars);
       // Squared: a prefix that is a small part of the prompt (a short system prompt before a long
       // document) saves little and is held by many; one that is most of it (the turns of a
       // session) saves much. Linear shares herded a tenant's burst onto its system prompt's engines.

@@ -143,8 +143,6 @@ export interface SaturationOptions {
   readonly maxWaiting: number;
   /** A worker whose engine's KV cache is fuller than this (0..1) is saturated. */
   readonly maxKvCacheUsage: number;
-  /** A worker with more characters of this gateway's prompts not yet answering (pendingPrefill) is saturated; 0: no bound. */
-  readonly maxPendingPrefill: number;
   /**
    * The batch of an engine that neither reports it nor has it configured (the worker's
    * `maxBatch`), until the scorer learns it from a reading with requests waiting: what this
@@ -156,12 +154,6 @@ export interface SaturationOptions {
 export interface ScorerOptions {
   readonly weights: ScorerWeights;
   readonly saturation: SaturationOptions;
-  /**
-   * The prefix score is the characters of the prompt a worker likely holds in its cache over
-   * this many (1 at or past it): what a hit saves is prefill time, which grows with its length,
-   * not with its share of the prompt. 0: the share of the prompt's blocks it holds instead.
-   */
-  readonly prefixChars: number;
   readonly heavy: HeavyTenantOptions;
 }
 
@@ -191,7 +183,6 @@ export interface PolicyOptions {
   readonly scorer?: {
     readonly weights?: Partial<ScorerWeights>;
     readonly saturation?: Partial<SaturationOptions>;
-    readonly prefixChars?: number;
     readonly heavy?: Partial<HeavyTenantOptions>;
   };
   /** Where the scorer reads and records prefix affinity (one per gateway, shared by its models). */
