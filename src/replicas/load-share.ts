@@ -93,8 +93,8 @@ export class LoadShare {
   private unlisten: (() => void) | undefined;
   private last = '';
   private sinceSent = 0;
-  /** Messages published, publishes lost to an outage, messages applied, messages refused (any cause). */
-  readonly stats = { sent: 0, writeFailures: 0, applied: 0, refused: 0 };
+  /** Messages published, publishes lost to an outage, messages applied, messages refused (any cause), replicas forgotten past the expiry. */
+  readonly stats = { sent: 0, writeFailures: 0, applied: 0, refused: 0, expired: 0 };
   /** Why messages were refused or publishes failed. */
   readonly failures: ShareFailures;
 
@@ -152,6 +152,7 @@ export class LoadShare {
     for (const [id, peer] of this.peers)
       if (peer.heardAt < gone) {
         this.peers.delete(id);
+        this.stats.expired++;
         this.apply(peer.loads.keys());
       }
     const w: [string, number, number][] = [];
