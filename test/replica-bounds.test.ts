@@ -1,3 +1,4 @@
+import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Redis } from 'ioredis';
 import { afterAll, afterEach, describe, expect, it } from 'vitest';
@@ -211,5 +212,86 @@ describe('peers expire by time', () => {
     await redis.publish(`${prefix}loads`, JSON.stringify({ v: 1, r: 'stops', w: [], end: true }));
     await eventually(() => onB() === 0 && b.sharing.load!.replicas === 0);
     expect(b.sharing.load!.stats.expired).toBe(1);
+  });
+});
+
+/**
+ * A process that floods a channel while told `on` (stdin): 100 KB `[[[…` messages, 100 KB of
+ * nesting inside an object and small messages with bad counts from ever new replica ids every
+ * 20 ms, a 450 KB message valid in shape every 200 ms, and a 20 MB one every 500 ms (the issue's
+ * probes): about 50 MB/s.
+ */
+const FLOODER = `
+import { Redis } from 'ioredis';
+const [url, channel] = process.argv.slice(-2);
+const redis = new Redis(url);
+const brackets = '['.repeat(100_000);
+const nested = '{"r":"deep","w":' + '['.repeat(100_000);
+const w = [];
+for (let i = 0; i < 30_000; i++) w.push(['w' + i, 1, 0]);
+const big = JSON.stringify({ r: 'big', w });
+const hw = [];
+for (let i = 0; i < 10_000; i++) hw.push([('h' + i).padEnd(2000, 'h'), 1, 0]);
+const huge = JSON.stringify({ r: 'huge', w: hw });
+let on = false;
+let n = 0;
+process.stdin.on('data', (d) => { on = String(d).includes('on'); });
+setInterval(() => {
+  if (!on) return;
+  const p = redis.pipeline();
+  p.publish(channel, brackets);
+  p.publish(channel, nested);
+  if (n % 10 === 0) p.publish(channel, big);
+  if (n % 25 === 0) p.publish(channel, huge);
+  p.publish(channel, JSON.stringify({ r: 'f' + n++, w: [['e0', 'bad', 0]] }));
+  void p.exec();
+}, 20);
+`;
+
+describe('a flood of forged load messages', () => {
+  const fx = perTest();
+  let flooder: ChildProcess | undefined;
+  afterEach(() => {
+    flooder?.kill();
+    flooder = undefined;
+  });
+
+  it('leaves chat p50 within 1.5 times its value without the flood', async () => {
+    const prefix = newPrefix();
+    const engine = await startEngine();
+    const gw = await fx.gateway(config(prefix, engine.url, { routing: { scorer: { loadShareMs: 10 } } }));
+    flooder = spawn(process.execPath, ['--input-type=module', '-e', FLOODER, REDIS_URL, `${prefix}loads`], {
+      stdio: ['pipe', 'ignore', 'inherit'],
+    });
+    const timed = async (count: number): Promise<number[]> => {
+      const ms: number[] = [];
+      for (let i = 0; i < count; i++) {
+        const start = performance.now();
+        const res = await post(`${gw.url}/v1/chat/completions`, chat(i));
+        expect(res.status).toBe(200);
+        ms.push(performance.now() - start);
+      }
+      return ms;
+    };
+    await timed(20); // warm up
+    const quiet: number[] = [];
+    const flooded: number[] = [];
+    // Rounds alternated, so that what else runs on the machine weighs on both alike.
+    for (let round = 0; round < 3; round++) {
+      quiet.push(...(await timed(40)));
+      flooder.stdin!.write('on\n');
+      const refused = gw.sharing.load!.stats.refused;
+      await eventually(() => gw.sharing.load!.stats.refused > refused + 20, 15_000);
+      flooded.push(...(await timed(40)));
+      flooder.stdin!.write('off\n');
+      await new Promise((resolve) => setTimeout(resolve, 200));
+    }
+    const ratio = median(flooded) / median(quiet);
+    console.log(
+      `chat p50 ${median(quiet).toFixed(2)} ms without the flood, ${median(flooded).toFixed(2)} ms with it (x${ratio.toFixed(2)}); messages refused: ${JSON.stringify(gw.sharing.load!.failures.counts)}`,
+    );
+    expect(gw.sharing.load!.failures.counts.oversize).toBeGreaterThan(0);
+    expect(gw.sharing.load!.failures.counts.malformed).toBeGreaterThan(0);
+    expect(ratio).toBeLessThanOrEqual(1.5);
   });
 });
