@@ -111,10 +111,14 @@ describe('shared state on Redis, bounded by the gateway that reads it', () => {
     const gw = await fx.gateway(config(prefix, engine.url, { flow: { shareIntervalMs: 20 } }));
     const [seconds] = await redis.time();
     const live = Number(seconds) * 1000 + 4_000;
+    // Written at once, as a replica's script does (a hash seen without its expiry is refused).
     const entry = async (name: string, fields: Record<string, string>) => {
-      await redis.zadd(`${prefix}{flow}:replicas`, live, name);
-      await redis.hset(`${prefix}{flow}:r:${name}`, fields);
-      await redis.pexpire(`${prefix}{flow}:r:${name}`, 4_000);
+      await redis
+        .multi()
+        .zadd(`${prefix}{flow}:replicas`, live, name)
+        .hset(`${prefix}{flow}:r:${name}`, fields)
+        .pexpire(`${prefix}{flow}:r:${name}`, 4_000)
+        .exec();
     };
     await entry('huge', { [`i\n${ENGINE_MODEL}\nt`]: '1000000000' });
     await entry('negative', { [`i\n${ENGINE_MODEL}\nt`]: '-3' });
@@ -131,6 +135,8 @@ describe('shared state on Redis, bounded by the gateway that reads it', () => {
     const { failures } = gw.sharing.flow!;
     expect(failures.counts.forged).toBeGreaterThanOrEqual(4);
     expect(failures.counts.oversize).toBeGreaterThanOrEqual(1);
+    // Refused entries are skipped each exchange, not read: the wide one is still there, unread.
+    expect(await redis.hlen(`${prefix}{flow}:r:wide`)).toBe(5_000);
   });
 
   it('drops a load message past the byte bound before decoding it, nested garbage before parsing it, and takes a newer peer’s extra fields', async () => {
