@@ -135,7 +135,14 @@ export class Gateway {
       this.flow,
       this.held,
     );
-    this.sharing = new ReplicaSharing(config, router.affinity, registry, this.flow, log);
+    this.sharing = new ReplicaSharing(
+      config,
+      router.affinity,
+      registry,
+      this.flow,
+      log,
+      (channel, cause, n) => metrics.replicaShareFailures.inc({ channel, cause }, n),
+    );
     const store = openStore(config, (operation) =>
       metrics.storeRetries.inc({ backend: 'postgres', operation }),
     );
@@ -165,6 +172,7 @@ export class Gateway {
         onBackgroundEnded: (model, end) => countRunEnd(metrics, 'responses', model, end.error),
       }),
       conversations: new ConversationsService(store),
+      sharing: this.sharing,
       tracing: Tracing.fromConfig(config, log),
     };
     this.app = buildServer(this.context);

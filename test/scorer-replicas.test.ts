@@ -119,23 +119,30 @@ describe('gateway replicas sharing routing through Redis', () => {
   it('without sharing, a replica has no affinity for the sessions the other one routed', async () => {
     const prefix = `sluice-test-${randomBytes(5).toString('hex')}:`;
     const urls = (await startEngines(6)).map((e) => e.url);
-    const alone = (seed: string): SluiceConfigInput =>
-      config(`${prefix}${seed}:`, urls, { routing: { scorer: { affinity: { share: false } } } });
-    const replicas = [await fx.gateway(alone('a')), await fx.gateway(alone('b'))];
-    expect(replicas[0]!.sharing.affinity).toBeUndefined();
-    let same = 0;
-    let k = 0;
+    // One Redis and one key prefix: only `share: false` keeps the replicas apart.
+    const alone = config(prefix, urls, { routing: { scorer: { affinity: { share: false } } } });
+    const [a, b] = [await fx.gateway(alone), await fx.gateway(alone)];
+    expect(a!.sharing.affinity).toBeUndefined();
+    const index = (g: Gateway) => g.context.router.affinity;
+    const lastDecision = (g: Gateway) => g.context.metrics.decisions.last()[0]!.decidedBy;
+    const first: string[] = [];
+    for (let s = 0; s < 8; s++) first.push(await servedBy(a!, turn(s, 1)));
+    // A learned its sessions; B learned nothing of them.
+    expect(index(a!).size).toBeGreaterThan(0);
+    expect(index(b!).size).toBe(0);
+    const learnedByA = index(a!).size;
     for (let s = 0; s < 8; s++) {
-      let previous: string | undefined;
-      for (let t = 1; t <= 4; t++) {
-        const worker = await servedBy(replicas[k++ % 2]!, turn(s, t));
-        if (previous !== undefined && worker === previous) same++;
-        previous = worker;
-      }
+      await servedBy(b!, turn(s, 2));
+      // No prefix known to B: the six idle engines tie, whatever A did with turn 1.
+      expect(lastDecision(b!)).toBe('random_tie');
     }
-    // Turn 3 follows turn 1 on the same replica (so does 4 after 2); turn 2 follows turn 1 on the
-    // other, which knows nothing of the session: by chance only.
-    expect(same).toBeLessThan(8 * 3);
+    // ... and what B routed taught A nothing either.
+    expect(index(a!).size).toBe(learnedByA);
+    // A still has its own affinity: turn 3 goes where turn 1 went.
+    for (let s = 0; s < 8; s++) {
+      expect(await servedBy(a!, turn(s, 3))).toBe(first[s]);
+      expect(lastDecision(a!)).not.toBe('random_tie');
+    }
   });
 
   it('counts a tenant’s requests in flight on every replica: the other replica lets a small tenant go first', async () => {
@@ -311,12 +318,31 @@ describe('gateway replicas sharing routing through Redis', () => {
     await redis.connect().catch(() => {});
     const prefix = `sluice-test-${randomBytes(5).toString('hex')}:`;
     const urls = (await startEngines(2)).map((e) => e.url);
-    const gw = await fx.gateway(config(prefix, urls));
-    await servedBy(gw, turn(1, 1));
-    await eventually(() => gw.sharing.affinity!.stats.sent > 0);
-    const keys = await redis.keys(`${prefix}*`);
-    expect(keys.length).toBeGreaterThan(0);
+    const streamLength = 5;
+    const gw = await fx.gateway(
+      config(prefix, urls, {
+        routing: { scorer: { affinity: { streamLength } } },
+        flow: { tenantHeader: 'x-tenant', shareIntervalMs: 20 },
+      }),
+    );
+    // Many more decisions than the stream keeps, one entry each (sent one after another).
+    const sessions = 120;
+    for (let s = 0; s < sessions; s++) {
+      await servedBy(gw, turn(s, 1), { 'x-tenant': `t${s}` });
+      await eventually(() => gw.sharing.affinity!.stats.sent === s + 1);
+    }
+    const keys = (await redis.keys(`${prefix}*`)).sort();
+    // A fixed set of keys, whatever the traffic: the stream, the replicas' set, and this
+    // replica's counts (a hash while it has any).
+    const own = `${prefix}{flow}:r:${gw.sharing.id}`;
+    expect(keys.filter((k) => k !== own)).toEqual([`${prefix}affinity`, `${prefix}{flow}:replicas`].sort());
     for (const key of keys) expect(await redis.pttl(key), key).toBeGreaterThan(0);
+    // MAXLEN ~ trims whole nodes of the stream: at most one node past the bound.
+    const node = Number(((await redis.config('GET', 'stream-node-max-entries')) as string[])[1]);
+    const length = await redis.xlen(`${prefix}affinity`);
+    expect(length).toBeGreaterThanOrEqual(streamLength);
+    expect(length).toBeLessThanOrEqual(streamLength + node);
+    expect(length).toBeLessThan(sessions);
     const stream = await redis.xrange(`${prefix}affinity`, '-', '+');
     // Hashes of blocks, no prompt text.
     expect(JSON.stringify(stream)).not.toContain('system prompt');

@@ -1,5 +1,6 @@
 import type { CompactPipelineContext } from '../pipeline/run-compact.js';
 import type { ResponsePipelineContext } from '../pipeline/run-response.js';
+import type { SharingSnapshot } from '../replicas/index.js';
 import type { ConversationsService } from '../responses/conversations.js';
 import type { Store } from '../storage/types.js';
 import type { RequestRegistry } from '../streams/request-registry.js';
@@ -18,4 +19,6 @@ export interface GatewayContext extends ResponsePipelineContext, Omit<CompactPip
   readonly requests: RequestRegistry;
   readonly store: Store | undefined;
   readonly conversations: ConversationsService;
+  /** What replicas share through Redis (`GET /admin/replicas`). */
+  readonly sharing?: { snapshot(): SharingSnapshot };
 }

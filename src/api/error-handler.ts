@@ -36,7 +36,7 @@ export function answerError(
   }
   if (reply.sent || reply.raw.headersSent) return;
   reply.code(error.status);
-  for (const [name, value] of Object.entries(error.headers())) reply.header(name, value);
+  for (const [name, value] of Object.entries(error.responseHeaders())) reply.header(name, value);
   reply.send(error.toBody());
 }
 

@@ -144,7 +144,7 @@ export function buildServer(ctx: GatewayContext): FastifyInstance {
             ? new PathParameterTooLong()
             : toSluiceError(error, ctx.config.server.bodyLimitBytes);
       const raw = reply as unknown as FastifyReply;
-      raw.code(mapped.status).headers(mapped.headers()).send(mapped.toBody());
+      raw.code(mapped.status).headers(mapped.responseHeaders()).send(mapped.toBody());
     },
   });
   keepHalfClosedClients(app.server);

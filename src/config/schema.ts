@@ -5,6 +5,7 @@ import { POLICY_NAMES } from '../routing/types.js';
 import { filesSchema, mcpSettingsSchema } from './feature-schemas.js';
 import { METRIC_NAMES } from './metric-names.js';
 import { MODEL_KINDS } from './model-kind.js';
+import { redisSchema } from './redis-schema.js';
 import { flowSchema, modelScorerSchema, scorerSchema } from './routing-schemas.js';
 
 /**
@@ -445,19 +446,8 @@ export const configSchema = z.strictObject({
     }),
   /** Files given in requests (`input_file` parts). */
   files: filesSchema.prefault({}),
-  /** Redis, shared by several gateway replicas for rate limits (a single process does without). */
-  redis: z
-    .strictObject({
-      url: z
-        .string()
-        .refine((value) => URL.canParse(value) && /^rediss?:$/.test(new URL(value).protocol), {
-          error: (issue) =>
-            `'${String(issue.input)}' is not a Redis URL: write redis://host:6379 (or rediss:// for TLS)`,
-        })
-        .optional(),
-      keyPrefix: z.string().default('sluice:'),
-    })
-    .prefault({}),
+  /** Redis, shared by several gateway replicas (redis-schema.ts). */
+  redis: redisSchema,
   auth: z
     .strictObject({
       /** The admin API's own key (Authorization: Bearer); without it the admin API is open. */

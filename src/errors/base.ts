@@ -28,15 +28,40 @@ export interface OpenAIErrorBody {
   };
 }
 
+/**
+ * The longest `Retry-After` sluice sends, in seconds: whatever computed it (flow control's
+ * estimate, a rate limit's refill, an engine's own, which is read capped the same).
+ */
+export const MAX_RETRY_AFTER_SECONDS = 3600;
+
+/** A `Retry-After` value as sent: whole seconds in [0, MAX_RETRY_AFTER_SECONDS]; undefined if it is no number. */
+export function cappedRetryAfter(value: string): string | undefined {
+  const seconds = Number(value);
+  if (value.trim() === '' || Number.isNaN(seconds)) return undefined;
+  return String(Math.min(MAX_RETRY_AFTER_SECONDS, Math.max(0, Math.ceil(seconds))));
+}
+
 export abstract class SluiceError extends Error {
   abstract readonly code: string;
   abstract readonly retryable: boolean;
   abstract readonly status: number;
   abstract readonly type: OpenAIErrorType;
   readonly param: string | null = null;
-  /** Extra headers to send with an HTTP error response (Retry-After, ...). */
+  /** Extra headers to send with an HTTP error response (Retry-After, ...): what a class adds. */
   headers(): Record<string, string> {
     return {};
+  }
+  /**
+   * The headers an error response is written with: the one place every route takes them from
+   * (so every `Retry-After` sluice writes is capped at MAX_RETRY_AFTER_SECONDS).
+   */
+  responseHeaders(): Record<string, string> {
+    const headers = this.headers();
+    const retryAfter = headers['retry-after'];
+    if (retryAfter === undefined) return headers;
+    const capped = cappedRetryAfter(retryAfter);
+    const { 'retry-after': _, ...rest } = headers;
+    return capped === undefined ? rest : { ...rest, 'retry-after': capped };
   }
   /** Extra fields placed inside the `error` object of the wire body. */
   details(): Record<string, unknown> {

@@ -1,4 +1,4 @@
-import { type OpenAIErrorType, SluiceError } from './base.js';
+import { MAX_RETRY_AFTER_SECONDS, type OpenAIErrorType, SluiceError } from './base.js';
 
 /** Failures of an upstream attempt before its response started: candidates for failover. */
 
@@ -72,7 +72,7 @@ export function retryAfterSeconds(header: string | string[] | undefined): number
     if (Number.isNaN(at)) return undefined;
     seconds = Math.ceil((at - Date.now()) / 1000);
   }
-  return Math.min(3600, Math.max(1, seconds));
+  return Math.min(MAX_RETRY_AFTER_SECONDS, Math.max(1, seconds));
 }
 
 /**

@@ -325,6 +325,13 @@ export class GatewayMetrics {
     registers: [this.registry],
   });
 
+  readonly replicaShareFailures = new Counter({
+    name: 'sluice_replica_share_failures_total',
+    help: 'What failed sharing with the other replicas through Redis, by channel (affinity, loads, flow) and cause (unreachable, script, oversize, malformed, peer_limit, forged).',
+    labelNames: ['channel', 'cause'] as const,
+    registers: [this.registry],
+  });
+
   readonly signalScrapeFailures = new Counter({
     name: 'sluice_worker_signal_scrape_failures_total',
     help: "Reads of a worker's engine metrics (/metrics) that failed, by worker and cause (timeout, unreachable, http_error, too_large, not_found, not_prometheus, no_known_metrics, invalid_values).",

@@ -8,6 +8,19 @@ import { AffinitySync } from './affinity-sync.js';
 import { FlowShare } from './flow-share.js';
 import { LoadShare } from './load-share.js';
 import { redisLink } from './redis-link.js';
+import type { ShareFailureCause, ShareFailureSink } from './share-failures.js';
+
+export { SHARE_CHANNELS, SHARE_FAILURE_CAUSES, type ShareFailureSink } from './share-failures.js';
+
+/** What `GET /admin/replicas` shows of the sharing (nothing shared: `enabled` false). */
+export interface SharingSnapshot {
+  id: string;
+  enabled: boolean;
+  peerTtlMs: number;
+  affinity?: { stats: Record<string, number>; failures: Record<ShareFailureCause, number> };
+  loads?: { replicas: number; stats: Record<string, number>; failures: Record<ShareFailureCause, number> };
+  flow?: { replicas: number; stats: Record<string, number>; failures: Record<ShareFailureCause, number> };
+}
 
 /** Whether some model is routed by the scorer (the default policy, or a model's own). */
 function scorerInUse(config: SluiceConfig): boolean {
@@ -26,6 +39,7 @@ export class ReplicaSharing {
   readonly affinity: AffinitySync | undefined;
   readonly flow: FlowShare | undefined;
   readonly load: LoadShare | undefined;
+  private readonly peerTtlMs: number;
 
   constructor(
     config: SluiceConfig,
@@ -33,7 +47,10 @@ export class ReplicaSharing {
     registry: WorkerRegistry,
     flow: FlowControl | undefined,
     log: Logger,
+    /** Told of every sharing failure (the gateway's `sluice_replica_share_failures_total`). */
+    onFailure?: ShareFailureSink,
   ) {
+    this.peerTtlMs = config.redis.peerTtlMs;
     const url = config.redis.url;
     if (url === undefined || !scorerInUse(config)) return;
     const prefix = config.redis.keyPrefix;
@@ -47,6 +64,7 @@ export class ReplicaSharing {
         affinity,
         shared.streamLength,
         log,
+        onFailure,
       );
     }
     const loadShareMs = config.routing.scorer.loadShareMs;
@@ -57,7 +75,8 @@ export class ReplicaSharing {
         `${prefix}loads`,
         this.id,
         registry,
-        loadShareMs,
+        { intervalMs: loadShareMs, peerTtlMs: config.redis.peerTtlMs },
+        onFailure,
       );
     }
     if (flow) {
@@ -66,7 +85,12 @@ export class ReplicaSharing {
         prefix,
         this.id,
         flow,
-        config.flow.shareIntervalMs,
+        {
+          intervalMs: config.flow.shareIntervalMs,
+          peerTtlMs: config.redis.peerTtlMs,
+          classCount: config.flow.classes.length,
+        },
+        onFailure,
       );
       flow.setPeers(this.flow);
     }
@@ -74,6 +98,24 @@ export class ReplicaSharing {
 
   async start(): Promise<void> {
     await Promise.all([this.affinity?.start(), this.load?.start(), this.flow?.start()]);
+  }
+
+  snapshot(): SharingSnapshot {
+    const { affinity, load, flow } = this;
+    return {
+      id: this.id,
+      enabled: affinity !== undefined || load !== undefined || flow !== undefined,
+      peerTtlMs: this.peerTtlMs,
+      ...(affinity && {
+        affinity: { stats: { ...affinity.stats }, failures: { ...affinity.failures.counts } },
+      }),
+      ...(load && {
+        loads: { replicas: load.replicas, stats: { ...load.stats }, failures: { ...load.failures.counts } },
+      }),
+      ...(flow && {
+        flow: { replicas: flow.replicas, stats: { ...flow.stats }, failures: { ...flow.failures.counts } },
+      }),
+    };
   }
 
   async stop(): Promise<void> {

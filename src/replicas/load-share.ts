@@ -3,6 +3,8 @@ import { z } from 'zod';
 import type { WorkerRegistry } from '../workers/registry.js';
 import { NO_PEER_LOAD, type PeerLoad } from '../workers/worker.js';
 import { closeLink, connectQuietly } from './redis-link.js';
+import { type ShareFailureSink, ShareFailures } from './share-failures.js';
+import { objectWithinDepth } from './wire-bounds.js';
 
 /**
  * Replicas see each other's load: every `intervalMs` each replica publishes (Redis PUBLISH, one
@@ -15,8 +17,10 @@ import { closeLink, connectQuietly } from './redis-link.js';
  * reading. Engines' readings cannot be taken faster than they update (signals every 100 ms were
  * no better than 250 on the routing benchmark), but the replicas' own counts can be shared at
  * once: absolute counts, not increments, so a lost message is corrected by the next, and a
- * replica not heard from for `EXPIRY_HEARTBEATS` heartbeats (dead, or Redis unreachable) counts
- * for nothing. Pub/sub, not a stream: only the latest counts matter, and nothing is kept.
+ * replica not heard from for `peerTtlMs` on the monotonic clock (dead, or Redis unreachable)
+ * counts for nothing: a time, not a number of intervals, so that an event-loop stall of a few
+ * seconds on either side drops nobody. A replica that stops says so (`end`): it is forgotten at once.
+ * Pub/sub, not a stream: only the latest counts matter, and nothing is kept.
  *
  * A prompt that becomes pending prefill on a worker that had none is told at once (the next turn
  * of the event loop) rather than at the next interval: while a tenant is heavy, the scorer sends
@@ -24,37 +28,61 @@ import { closeLink, connectQuietly } from './redis-link.js';
  * prompt pending, so two replicas each thinking a worker clear would send both there (on the
  * routing benchmark's (d), the small tenants' slowest requests were those).
  *
- * A message: JSON `{"r": replica id, "w": [[worker id, load, pending prefill], ...]}`, only the
- * workers with something on them (a worker left out has nothing from that replica). Whoever can
- * publish on the shared Redis is trusted as a replica, but what a forged message can do is
- * bounded: counts and workers per message are capped, and so are the replicas remembered.
+ * A message: JSON `{"v": 1, "r": replica id, "w": [[worker id, load, pending prefill], ...]}` (and `"end": true` from a replica that stops),
+ * only the workers with something on them (a worker left out has nothing from that replica). A
+ * newer peer's extra fields and tuple elements are ignored (a rolling upgrade); an older peer's
+ * message has no `v`. Whoever can publish on the shared Redis is trusted as a replica, but what
+ * a forged message can do is bounded by this gateway: a message past `MAX_MESSAGE_BYTES` is
+ * dropped before it is decoded, one nested deeper than the format is dropped after one pass over
+ * its bytes (before JSON.parse), counts and workers per message are capped, and so are the
+ * replicas remembered. Every refusal is counted by cause (ShareFailures).
  */
 const HEARTBEATS = 20;
-const EXPIRY_HEARTBEATS = 3;
 /** Workers in one message at most: a fleet larger than this is cut (the rest count as idle elsewhere). */
-const MAX_WORKERS = 10_000;
+const MAX_WORKERS = 4096;
+/** A message's bytes at most, checked before it is decoded or parsed (a sender cuts its own to fit). */
+export const MAX_MESSAGE_BYTES = 256 * 1024;
 /** Replicas heard from at most: a message from one more is refused (forged ids would otherwise grow the map). */
 const MAX_PEERS = 256;
 /** A count past this is not a replica's (a forged or corrupt message): refused. */
 const MAX_COUNT = 1_000_000_000;
+/** This format's version (`v`). A newer peer may add fields and tuple elements: they are ignored. */
+const VERSION = 1;
 
 const messageSchema = z.object({
+  v: z.number().int().positive().optional(),
   r: z.string().min(1).max(100),
+  /** The replica stopped: forget it now. */
+  end: z.literal(true).optional(),
   w: z
     .array(
-      z.tuple([
-        z.string().min(1).max(2048),
-        z.number().int().nonnegative().max(MAX_COUNT),
-        z.number().nonnegative().max(MAX_COUNT),
-      ]),
+      z.tuple(
+        [
+          z.string().min(1).max(2048),
+          z.number().int().nonnegative().max(MAX_COUNT),
+          z.number().nonnegative().max(MAX_COUNT),
+        ],
+        z.unknown(),
+      ),
     )
     .max(MAX_WORKERS),
 });
+
+type Message = z.infer<typeof messageSchema>;
 
 interface Peer {
   /** When its last message arrived (`performance.now()`). */
   heardAt: number;
   loads: Map<string, PeerLoad>;
+}
+
+/** Nesting of a message at most: the object, its workers, a worker's tuple, and one more for a newer peer's fields. */
+const MAX_DEPTH = 4;
+
+export interface LoadShareOptions {
+  readonly intervalMs: number;
+  /** A replica not heard from for this long (monotonic clock) counts for nothing. */
+  readonly peerTtlMs: number;
 }
 
 export class LoadShare {
@@ -65,8 +93,10 @@ export class LoadShare {
   private unlisten: (() => void) | undefined;
   private last = '';
   private sinceSent = 0;
-  /** Messages published, publishes lost to an outage, messages applied, messages refused as malformed. */
-  readonly stats = { sent: 0, writeFailures: 0, applied: 0, refused: 0 };
+  /** Messages published, publishes lost to an outage, messages applied, messages refused (any cause), replicas forgotten past the expiry. */
+  readonly stats = { sent: 0, writeFailures: 0, applied: 0, refused: 0, expired: 0 };
+  /** Why messages were refused or publishes failed. */
+  readonly failures: ShareFailures;
 
   constructor(
     private readonly writer: Redis,
@@ -74,19 +104,24 @@ export class LoadShare {
     private readonly channel: string,
     private readonly replicaId: string,
     private readonly registry: WorkerRegistry,
-    private readonly intervalMs: number,
-  ) {}
+    private readonly options: LoadShareOptions,
+    onFailure?: ShareFailureSink,
+  ) {
+    this.failures = new ShareFailures('loads', onFailure);
+  }
 
   async start(): Promise<void> {
     await Promise.all([connectQuietly(this.writer), connectQuietly(this.subscriber)]);
-    this.subscriber.on('message', (channel: string, message: string) => {
-      if (channel === this.channel) this.receive(message);
+    // Bytes, not text: a message is measured before it is decoded (no 'message' listener: ioredis
+    // then decodes nothing).
+    this.subscriber.on('messageBuffer', (channel: Buffer, message: Buffer) => {
+      if (channel.toString() === this.channel) this.receive(message);
     });
     // ioredis subscribes again by itself after a reconnect, but only to what it once subscribed
     // to: a Redis down at start is subscribed to when it comes (again on each 'ready': harmless).
     this.subscriber.on('ready', () => void this.subscriber.subscribe(this.channel).catch(() => {}));
     await this.subscriber.subscribe(this.channel).catch(() => {});
-    this.timer = setInterval(() => this.tick(), this.intervalMs);
+    this.timer = setInterval(() => this.tick(), this.options.intervalMs);
     this.timer.unref();
     this.unlisten = this.registry.onPrefillStart(() => {
       this.soon ??= setImmediate(() => {
@@ -105,24 +140,33 @@ export class LoadShare {
     this.peers.clear();
     this.applyAll();
     this.subscriber.disconnect();
+    // The others forget this replica's counts now rather than at the expiry.
+    if (this.last !== '' && this.writer.status === 'ready')
+      await this.writer.publish(this.channel, this.message([], true)).catch(() => {});
     await closeLink(this.writer);
   }
 
   /** Publishes this replica's counts when they changed (or a heartbeat is due), and forgets replicas gone quiet. */
   tick(): void {
-    const gone = performance.now() - this.intervalMs * HEARTBEATS * EXPIRY_HEARTBEATS;
+    const gone = performance.now() - this.options.peerTtlMs;
     for (const [id, peer] of this.peers)
       if (peer.heardAt < gone) {
         this.peers.delete(id);
+        this.stats.expired++;
         this.apply(peer.loads.keys());
       }
     const w: [string, number, number][] = [];
+    // Cut to what the others accept: the envelope, then each entry and its comma.
+    let bytes = 64 + Buffer.byteLength(this.replicaId);
     for (const worker of this.registry.list()) {
       const load = worker.load;
-      if (load > 0 || worker.pendingPrefill > 0) w.push([worker.id, load, worker.pendingPrefill]);
-      if (w.length === MAX_WORKERS) break;
+      if (load === 0 && worker.pendingPrefill === 0) continue;
+      const entry: [string, number, number] = [worker.id, load, worker.pendingPrefill];
+      bytes += Buffer.byteLength(JSON.stringify(entry)) + 1;
+      if (bytes > MAX_MESSAGE_BYTES || w.length === MAX_WORKERS) break;
+      w.push(entry);
     }
-    const message = JSON.stringify({ r: this.replicaId, w });
+    const message = this.message(w);
     this.sinceSent++;
     if (message === this.last && this.sinceSent < HEARTBEATS) return;
     this.last = message;
@@ -130,27 +174,52 @@ export class LoadShare {
     this.writer.publish(this.channel, message).then(
       () => this.stats.sent++,
       // Unreachable (redisLink logs it): the others forget this replica's counts past the expiry.
-      () => this.stats.writeFailures++,
+      (err: unknown) => {
+        this.stats.writeFailures++;
+        this.failures.noteError(err);
+      },
     );
   }
 
-  private receive(message: string): void {
-    let parsed: z.infer<typeof messageSchema>;
+  private message(w: [string, number, number][], end = false): string {
+    return JSON.stringify(
+      end ? { v: VERSION, r: this.replicaId, w, end } : { v: VERSION, r: this.replicaId, w },
+    );
+  }
+
+  private refuse(cause: 'oversize' | 'malformed' | 'peer_limit'): void {
+    this.stats.refused++;
+    this.failures.note(cause);
+  }
+
+  /** A message's content, or why it is refused: bounded before anything is decoded, nested garbage dropped in one pass. */
+  private parse(bytes: Buffer): Message | 'oversize' | 'malformed' {
+    if (bytes.length > MAX_MESSAGE_BYTES) return 'oversize';
+    if (!objectWithinDepth(bytes, MAX_DEPTH)) return 'malformed';
     try {
-      parsed = messageSchema.parse(JSON.parse(message));
+      const result = messageSchema.safeParse(JSON.parse(bytes.toString()));
+      return result.success ? result.data : 'malformed';
     } catch {
-      this.stats.refused++;
+      return 'malformed';
+    }
+  }
+
+  private receive(bytes: Buffer): void {
+    const parsed = this.parse(bytes);
+    if (typeof parsed === 'string') {
+      this.refuse(parsed);
       return;
     }
     if (parsed.r === this.replicaId) return;
     const before = this.peers.get(parsed.r);
     if (before === undefined && this.peers.size >= MAX_PEERS) {
-      this.stats.refused++;
+      this.refuse('peer_limit');
       return;
     }
     const loads = new Map<string, PeerLoad>();
     for (const [id, load, pendingPrefill] of parsed.w) loads.set(id, { load, pendingPrefill });
-    this.peers.set(parsed.r, { heardAt: performance.now(), loads });
+    if (parsed.end) this.peers.delete(parsed.r);
+    else this.peers.set(parsed.r, { heardAt: performance.now(), loads });
     this.stats.applied++;
     // Only the workers this replica's counts were or are on: a message costs its own size, not the fleet's.
     for (const id of before?.loads.keys() ?? []) {
@@ -158,7 +227,6 @@ export class LoadShare {
     }
     this.apply(loads.keys());
   }
-
   /** Sets the `elsewhere` of the workers named to the sum of what the replicas heard from have on them. */
   private apply(ids: Iterable<string>): void {
     for (const id of ids) this.applyOne(id);

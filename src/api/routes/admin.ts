@@ -2,6 +2,7 @@ import type { FastifyInstance, FastifyReply, FastifyRequest, HookHandlerDoneFunc
 import type { GatewayContext } from '../context.js';
 import { adminKeyRoutes } from './admin-keys.js';
 import { adminModelRoutes } from './admin-models.js';
+import { adminReplicaRoutes } from './admin-replicas.js';
 import { adminWorkerRoutes } from './admin-workers.js';
 import { dashboardRoutes } from './dashboard.js';
 
@@ -35,7 +36,14 @@ export function adminRoutes(ctx: GatewayContext) {
       for (const plugin of plugins) scope.register(plugin);
     };
   return async (app: FastifyInstance): Promise<void> => {
-    app.register(guarded(false, [adminWorkerRoutes(ctx), adminModelRoutes(ctx), adminKeyRoutes(ctx)]));
+    app.register(
+      guarded(false, [
+        adminWorkerRoutes(ctx),
+        adminModelRoutes(ctx),
+        adminKeyRoutes(ctx),
+        adminReplicaRoutes(ctx),
+      ]),
+    );
     // The dashboard's page opens its event stream with `?key=` (EventSource sends no headers).
     app.register(guarded(true, [dashboardRoutes(ctx)]));
   };

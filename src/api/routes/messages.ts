@@ -20,7 +20,7 @@ export function anthropicErrorAnswer(ctx: GatewayContext): ErrorAnswer {
     if (error instanceof InternalError) ctx.log.error({ err, requestId: request.id }, 'unexpected error');
     if (reply.sent || reply.raw.headersSent) return;
     reply.code(anthropicStatus(error));
-    for (const [name, value] of Object.entries(error.headers())) reply.header(name, value);
+    for (const [name, value] of Object.entries(error.responseHeaders())) reply.header(name, value);
     reply.header('request-id', request.id).send(anthropicErrorBody(error, request.id));
   };
 }
