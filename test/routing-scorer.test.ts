@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { mulberry32 } from '../src/engine/prng.js';
-import { adapterOf, holdReason, loraState, saturation } from '../src/routing/candidate-view.js';
+import { adapterOf, loraState, saturation } from '../src/routing/candidate-view.js';
 import {
   AffinityIndex,
   blockHashes,

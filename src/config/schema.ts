@@ -3,10 +3,10 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { POLICY_NAMES } from '../routing/types.js';
 import { filesSchema, mcpSettingsSchema } from './feature-schemas.js';
-import { METRIC_NAMES } from './metric-names.js';
 import { MODEL_KINDS } from './model-kind.js';
 import { redisSchema } from './redis-schema.js';
 import { flowSchema, modelScorerSchema, scorerSchema } from './routing-schemas.js';
+import { workerLimitsSchema, workerSchema } from './worker-schema.js';
 
 /**
  * The whole configuration of a gateway, validated at start. Every field has a default so that
@@ -17,16 +17,7 @@ const nonNegativeInt = z.number().int().nonnegative();
 
 export const policyNameSchema = z.enum(POLICY_NAMES);
 
-/** An http(s) URL; a bare host:port is told what it lacks. */
-const httpUrl = z.url({
-  protocol: /^https?$/,
-  error: (issue) => {
-    const input = typeof issue.input === 'string' ? issue.input : '';
-    return /^[\w.-]+:\d+(\/.*)?$/.test(input) || /^[\w.-]+$/.test(input)
-      ? `'${input}' lacks its scheme: write http://${input}`
-      : `'${input}' is not an http:// or https:// URL`;
-  },
-});
+export { workerLimitsSchema, workerSchema } from './worker-schema.js';
 
 /** A web origin (scheme, host and port: `https://app.example`), kept as the URL standard serialises it. */
 const origin = z
@@ -63,57 +54,6 @@ const timeoutsShape = {
 
 export const timeoutsSchema = z.strictObject(timeoutsShape);
 const modelTimeoutsSchema = z.strictObject(timeoutsShape).partial();
-
-export const workerLimitsSchema = z.strictObject({
-  /** Requests sent to the worker at once; more wait in its queue. */
-  maxConcurrent: positiveInt,
-  /** Requests that may wait for a slot; beyond that the gateway answers 503. */
-  queueSize: nonNegativeInt,
-  /** Longest a request waits in the queue before a 503. */
-  queueTimeoutMs: positiveInt,
-});
-
-export const workerSchema = z.strictObject({
-  url: httpUrl,
-  id: z.string().min(1).optional(),
-  /** Models served; discovered from the worker's /v1/models when absent. */
-  models: z.array(z.string().min(1)).min(1).optional(),
-  maxConcurrent: positiveInt.optional(),
-  queueSize: nonNegativeInt.optional(),
-  queueTimeoutMs: positiveInt.optional(),
-  /** Data-parallel ranks behind this URL (vLLM --data-parallel-size). */
-  dpSize: positiveInt.optional(),
-  /**
-   * Its engine's batch: requests it runs at once (vLLM `--max-num-seqs`, SGLang
-   * `--max-running-requests`, llama.cpp `--parallel`). What the gateway sends past it waits in the
-   * engine's queue, so flow control holds a burst in the gateway from the first request, before
-   * the engine has reported a full batch. Default: what the engine reports (SGLang's
-   * `sglang:max_running_requests`), else what the scorer learnt, else
-   * `routing.scorer.saturation.defaultBatch`.
-   */
-  maxBatch: positiveInt.optional(),
-  /** Bearer key the gateway sends to this worker. */
-  apiKey: z.string().min(1).optional(),
-  healthPath: z.string().startsWith('/').optional(),
-  /**
-   * How its engine orders waiting requests (vLLM `--scheduling-policy`, SGLang
-   * `--enable-priority-scheduling`): with `priority`, sluice sets each request's `priority` (its
-   * flow-control class, then one step back when its tenant is heavy: see `flow.heavyShare`),
-   * overriding the client's. With `fcfs` (the default) the body is sent as it is.
-   */
-  schedulingPolicy: z.enum(['fcfs', 'priority']).optional(),
-  /**
-   * Where and how its engine's Prometheus metrics are read (see `signals`): the path, and whose
-   * metric names (`auto`: vLLM's, SGLang's or llama.cpp's, whichever it has; `none`: not read,
-   * sluice's own counts stand for them).
-   */
-  metrics: z
-    .strictObject({
-      path: z.string().startsWith('/').default('/metrics'),
-      names: z.enum(METRIC_NAMES).default('auto'),
-    })
-    .optional(),
-});
 
 const resumeShape = {
   /** Resume a stream that failed after its first byte on another worker, as a continuation. */
