@@ -2,7 +2,8 @@ import { isSluiceError } from '../errors/base.js';
 import { ClientDisconnected, NoWorkerAvailable, QueueFull } from '../errors/http-errors.js';
 import { ModelNotFound } from '../errors/not-found-errors.js';
 import { InvalidDataParallelRank } from '../errors/request-content-errors.js';
-import type { FlowControl, FlowHold, FlowTicket, TenantWeight } from '../flow/flow-control.js';
+import type { FlowControl, FlowTicket, TenantWeight } from '../flow/flow-control.js';
+import { requestHold, weighedRoute } from '../flow/request-hold.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import type { RoutingRecord } from '../observability/tracing.js';
@@ -67,15 +68,15 @@ export class WorkerPicker {
     const flowed = flow !== undefined && this.router.judgesSaturation(request.model);
     if (!flowed) return this.pickAndAcquire(request, turn, false);
     const tenant = flow.ticketOf(request.flow).tenant;
-    const fleet = this.registry;
+    const weighed = (weight: TenantWeight): DispatchRequest => {
+      const route = weighedRoute(request, weight, this.registry);
+      return route === request.route ? request : { ...request, route };
+    };
     if (turn.number === 0) {
       const ticket = ticketOf(request, flow, turn.deadlineAt);
-      // Judged for this request, with its tenant's weight of the moment it is judged.
-      const hold: FlowHold = {
-        key: holdKey(request),
-        saturated: (weight) =>
-          this.fleetSaturated(weighed(request, weight, fleet), this.registry.forModel(request.model)),
-      };
+      const hold = requestHold(request, this.registry, (able, route) =>
+        this.router.saturated(request.model, able, route),
+      );
       const waiting = flow.enter(request.model, ticket, request.signal, hold);
       if (waiting)
         return waiting.then((ms) => {
@@ -83,15 +84,12 @@ export class WorkerPicker {
             turn.routed.waitedMs = ms;
             turn.routed.priority = flow.options.classes[ticket.priority] ?? String(ticket.priority);
           }
-          return this.pickAndAcquire(
-            weighed(request, flow.tenantWeight(request.model, tenant), fleet),
-            turn,
-            true,
-          );
+          // The tenant's weight read again: it may have changed while the request waited.
+          return this.pickAndAcquire(weighed(flow.tenantWeight(request.model, tenant)), turn, true);
         });
     }
     // While one tenant is heavy, the policy is told whose request this is (RouteContext.tenantWeight).
-    return this.pickAndAcquire(weighed(request, flow.tenantWeight(request.model, tenant), fleet), turn, true);
+    return this.pickAndAcquire(weighed(flow.tenantWeight(request.model, tenant)), turn, true);
   }
 
   private pickAndAcquire(req: DispatchRequest, turn: Turn, flowed: boolean): Attempt | Promise<Attempt> {
@@ -257,24 +255,6 @@ export class WorkerPicker {
     });
   }
 
-  /**
-   * Whether a request for `req.model` (whose policy judges saturation: the scorer) should wait in
-   * the gateway: every worker that could take it now (healthy, circuit admitting, queue not full)
-   * is saturated. False when none could: the pick then says why.
-   */
-  private fleetSaturated(req: DispatchRequest, serving: readonly Worker[]): boolean {
-    const exclude = req.exclude;
-    const able = serving.filter(
-      (w) =>
-        w.healthy &&
-        w.admits(req.model) &&
-        w.limiter.canQueue &&
-        (exclude === undefined || !exclude.has(w.id)) &&
-        (req.rank === undefined || w.dpSize > req.rank),
-    );
-    return able.length > 0 && this.router.saturated(req.model, able, req.route);
-  }
-
   /** Takes the right to send one request through the worker's own circuit and the model's. */
   private tryAdmit(worker: Worker, model: string): boolean {
     if (!worker.breaker.tryAdmit()) return false;
@@ -313,24 +293,6 @@ function ticketOf(req: DispatchRequest, flow: FlowControl, deadlineAt: number): 
   const ticket = flow.ticketOf(req.flow);
   const left = Math.max(1, Math.floor(deadlineAt - performance.now()));
   return left < ticket.maxWaitMs ? { ...ticket, maxWaitMs: left } : ticket;
-}
-
-/**
- * The request as the policy is to see it: while one tenant is heavy, with its tenant's weight
- * and the model's whole worker list (the heavy tenant's turn is taken from it).
- */
-function weighed(req: DispatchRequest, weight: TenantWeight, registry: WorkerRegistry): DispatchRequest {
-  if (weight === undefined && req.route.tenantWeight === undefined) return req;
-  const fleet = weight === undefined ? undefined : registry.idsForModel(req.model);
-  return { ...req, route: { ...req.route, tenantWeight: weight, fleet } };
-}
-
-/** What narrows the workers a request may go to (FlowHold.key): '' when nothing does. */
-function holdKey(req: DispatchRequest): string {
-  const rank = req.rank === undefined ? '' : String(req.rank);
-  const exclude =
-    req.exclude === undefined || req.exclude.size === 0 ? '' : [...req.exclude].sort().join('\n');
-  return rank === '' && exclude === '' ? '' : `${rank}\n${exclude}`;
 }
 
 /** Whether every one of `workers` (at least one) is healthy, admits `model` and has a free slot. */
