@@ -79,12 +79,8 @@ export const SCORER_DEFAULTS: ScorerOptions = {
   weights: { prefix: 3, queue: 2, kvCache: 1, lora: 5, inflight: 3, prefill: 3 },
   // vLLM's default --max-num-seqs on most GPUs (V1; 1024 on H100/H200), SGLang's is larger.
   saturation: { maxWaiting: 5, maxKvCacheUsage: 0.9, defaultBatch: 256 },
-  // On the routing benchmark's (d) (8 engines, a tenant with three quarters of the load in bursts),
-  // the small tenants' TTFT p99 over theirs alone: 1.9 and 2.1 with 4 of 8 engines; 2.2 with 5;
-  // 5.5 with 6; 4.3 without (every engine). Taken in turn every 100 ms (24 s cells, two replicas,
-  // runs alternated): 1.70, 1.68, 1.81 against 1.98, 1.99, 2.41 without (2026-12-07, a busy
-  // machine), and 1.59, 1.68, 1.52 against 1.81, 1.65, 1.56 (a quiet one); every 50 ms 2.02 and
-  // 1.68, every 200 ms 1.98 and 1.96.
+  // Half the engines, taken in turn every 100 ms: the routing benchmark's (d) chose them (README,
+  // "Routing benchmark": what was tried).
   heavy: { isolate: true, prefillShare: 0.5, longPrefillChars: 2048, turnMs: 100 },
 };
 
