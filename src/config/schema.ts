@@ -293,8 +293,9 @@ export const configSchema = z.strictObject({
     .strictObject({
       /** Attempts in all (1 = no retry), each on another worker when one is left. */
       maxAttempts: positiveInt.default(3),
-      backoffMs: nonNegativeInt.default(25),
-      maxBackoffMs: nonNegativeInt.default(1_000),
+      /** Before a route already tried: 0.5 s, 1 s, 2 s... to 8 s, jittered (dispatch/retry-backoff.ts). */
+      backoffMs: nonNegativeInt.default(500),
+      maxBackoffMs: nonNegativeInt.default(8_000),
       /**
        * The longest Retry-After of an engine's 429/503 that is waited before trying that route
        * again; past it the request moves to its next model at once (or ends with the 429/503).

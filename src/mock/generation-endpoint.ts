@@ -124,7 +124,9 @@ export async function generate(
     if (faults.status !== undefined) {
       life.end('completed');
       const status = faults.status;
-      const retryAfter = faults.retryAfter ?? (status === 429 ? 1 : undefined);
+      const retryAfter = faults.noRetryAfter
+        ? undefined
+        : (faults.retryAfter ?? (status === 429 ? 1 : undefined));
       const headers: Record<string, string> =
         retryAfter === undefined ? {} : { 'retry-after': String(retryAfter) };
       return send(res, status, refusalBody(faults, status), headers);
