@@ -1,4 +1,6 @@
 import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config/load.js';
+import { ModelSettings } from '../src/config/model-settings.js';
 import type { SluiceConfigInput } from '../src/config/schema.js';
 import { sequence } from '../src/mock/generate.js';
 import type { MockWorker } from '../src/mock/mock-worker.js';
@@ -187,6 +189,27 @@ describe('fallbacks across models', () => {
     expect(attempts(backupWorker)).toBe(1);
     expect(elapsed).toBeGreaterThanOrEqual(firstTokenMs * 0.95);
     expect(elapsed).toBeLessThan(firstTokenMs * 2);
+  });
+
+  it('a first token that never comes, without timeouts.firstTokenMs: left in time for the next model to answer within the budget', async () => {
+    // The default bound is 30 s, at most idleMs and half the budget: never the 60 s idle clock.
+    const defaults = new ModelSettings(parseConfig({}));
+    expect(defaults.timeouts(PRIMARY).firstTokenMs).toBe(30_000);
+    expect(
+      new ModelSettings(parseConfig({ timeouts: { idleMs: 10_000 } })).timeouts(PRIMARY).firstTokenMs,
+    ).toBe(10_000);
+    const deadlineMs = 2_000;
+    const { primaryWorker, backupWorker, gateway, attempts } = await setup({ timeouts: { deadlineMs } });
+    primaryWorker.setFault('delay_first:600000', PRIMARY);
+    const res = await chat(gateway.url, { stream: true });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-sluice-model')).toBe(BACKUP);
+    const got = streamed(res.text);
+    expect(got.text).toBe(sequence(TOKENS));
+    expect(got.done).toBe(true);
+    expect(attempts(primaryWorker)).toBe(1);
+    expect(attempts(backupWorker)).toBe(1);
+    expect(await fallbacks(gateway.url, 'timeout')).toBe(1);
   });
 
   for (const [fault, what] of [

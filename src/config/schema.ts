@@ -50,8 +50,8 @@ const timeoutsShape = {
    */
   headersMs: positiveInt,
   /**
-   * A stream's time from its headers to its first output (default: `idleMs`): a route silent
-   * that long is left as above.
+   * A stream's time from its headers to its first output: a route silent that long is left as
+   * above. Default 30 s, at most `idleMs` and half of `deadlineMs` (model-settings.ts).
    */
   firstTokenMs: positiveInt.optional(),
   /** Longest silence between two output events of a stream. */
