@@ -133,8 +133,8 @@ export const modelSchema = z.strictObject({
   fallbacks: z.array(z.string().min(1)).max(8).optional(),
   /**
    * Whether this model accepts an assistant prefill (`continue_final_message`): a stream cut on
-   * another model may be continued on this one from the text so far. Off for models whose chat
-   * template rejects it.
+   * it or another model may be continued on it from the text so far. Off for models whose chat
+   * template rejects it (learnt from the engine's 400 as well: dispatch/prefill-memory.ts).
    */
   continuation: z.boolean().optional(),
   /**
