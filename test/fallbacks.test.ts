@@ -2,6 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../src/config/load.js';
 import { ModelSettings } from '../src/config/model-settings.js';
 import type { SluiceConfigInput } from '../src/config/schema.js';
+import { REAL_TIMING } from '../src/dispatch/retry-backoff.js';
 import { PrefillRejected, UpstreamHttpError, upstreamStatusError } from '../src/errors/upstream-errors.js';
 import { sequence } from '../src/mock/generate.js';
 import type { MockWorker } from '../src/mock/mock-worker.js';
@@ -36,20 +37,33 @@ describe('fallbacks across models', () => {
       fx.mocks(1, { tokensPerSecond: 0, models: [PRIMARY] }),
       fx.mocks(1, { tokensPerSecond: 0, models: [BACKUP] }),
     ]).then(([a, b]) => [a[0], b[0]])) as [MockWorker, MockWorker];
-    const gateway = await fx.gateway({
-      workers: [
-        { url: primaryWorker.url, id: 'wp' },
-        { url: backupWorker.url, id: 'wb' },
-      ],
-      ...input,
-      models: {
-        [PRIMARY]: { fallbacks: [BACKUP] },
-        [BACKUP]: backupModel,
-        ...input.models,
+    /** Every wait the gateway made between attempts (real waits, recorded). */
+    const waits: number[] = [];
+    const gateway = await fx.gateway(
+      {
+        workers: [
+          { url: primaryWorker.url, id: 'wp' },
+          { url: backupWorker.url, id: 'wb' },
+        ],
+        ...input,
+        models: {
+          [PRIMARY]: { fallbacks: [BACKUP] },
+          [BACKUP]: backupModel,
+          ...input.models,
+        },
       },
-    });
+      {
+        retryTiming: {
+          random: Math.random,
+          sleep: (ms, signal) => {
+            waits.push(ms);
+            return REAL_TIMING.sleep(ms, signal);
+          },
+        },
+      },
+    );
     const attempts = (worker: MockWorker) => worker.stats.requests;
-    return { primaryWorker, backupWorker, gateway, attempts };
+    return { primaryWorker, backupWorker, gateway, attempts, waits };
   }
 
   const chat = (url: string, extra: Record<string, unknown> = {}, model = PRIMARY) =>
@@ -74,7 +88,7 @@ describe('fallbacks across models', () => {
     metricOrZero(url, 'sluice_fallbacks_total', { from: PRIMARY, to: BACKUP, reason });
 
   it('429 with a short Retry-After: the same route is tried again after it, and answers', async () => {
-    const { primaryWorker, backupWorker, gateway, attempts } = await setup({
+    const { primaryWorker, backupWorker, gateway, attempts, waits } = await setup({
       retry: { maxRetryAfterMs: 5_000 },
     });
     primaryWorker.setFault('http_429:1,once', PRIMARY);
@@ -86,23 +100,23 @@ describe('fallbacks across models', () => {
     expect(attempts(primaryWorker)).toBe(2);
     expect(attempts(backupWorker)).toBe(0);
     // It waited what the engine asked (1 s), not the short backoff.
+    expect(waits).toEqual([1_000]);
     expect(elapsed).toBeGreaterThanOrEqual(1_000 * 0.95);
   });
 
   it('429 with a Retry-After past the bound: the next model at once, no burst on the refusing route', async () => {
-    const { primaryWorker, backupWorker, gateway, attempts } = await setup({
+    const { primaryWorker, backupWorker, gateway, attempts, waits } = await setup({
       retry: { maxRetryAfterMs: 500 },
     });
     primaryWorker.setFault('http_429:30', PRIMARY);
-    const started = performance.now();
     const res = await chat(gateway.url);
     expect(res.status).toBe(200);
     expect(res.headers.get('x-sluice-model')).toBe(BACKUP);
     expect((res.json() as { model: string }).model).toBe(BACKUP);
     expect(attempts(primaryWorker)).toBe(1);
     expect(attempts(backupWorker)).toBe(1);
-    // Not the 30 s asked for, nor the bound: at once.
-    expect(performance.now() - started).toBeLessThan(500);
+    // Not the 30 s asked for, nor the bound, nor a backoff: no wait at all.
+    expect(waits).toEqual([]);
     expect(await fallbacks(gateway.url, 'rate_limited')).toBe(1);
   });
 
@@ -176,9 +190,12 @@ describe('fallbacks across models', () => {
     expect(await fallbacks(gateway.url, 'timeout')).toBe(1);
   });
 
-  it('first token after 20 s: left after timeouts.firstTokenMs, the next model answers', async () => {
+  it('first token after 20 s: left after timeouts.firstTokenMs, not the idle clock, the next model answers', async () => {
     const firstTokenMs = 300;
-    const { primaryWorker, backupWorker, gateway, attempts } = await setup({ timeouts: { firstTokenMs } });
+    const idleMs = 20 * firstTokenMs;
+    const { primaryWorker, backupWorker, gateway, attempts } = await setup({
+      timeouts: { firstTokenMs, idleMs },
+    });
     primaryWorker.setFault('delay_first:20000', PRIMARY);
     const started = performance.now();
     const res = await chat(gateway.url, { stream: true });
@@ -188,8 +205,11 @@ describe('fallbacks across models', () => {
     expect(streamed(res.text).text).toBe(sequence(TOKENS));
     expect(attempts(primaryWorker)).toBe(1);
     expect(attempts(backupWorker)).toBe(1);
+    // The primary's request was let go (not left running beside the fallback's).
+    expect(primaryWorker.stats.aborted).toBe(1);
+    // Which clock left it: the first token's, not the idle one twenty times longer (nor the 20 s).
     expect(elapsed).toBeGreaterThanOrEqual(firstTokenMs * 0.95);
-    expect(elapsed).toBeLessThan(firstTokenMs * 2);
+    expect(elapsed / idleMs).toBeLessThan(0.5);
   });
 
   it('a first token that never comes, without timeouts.firstTokenMs: left in time for the next model to answer within the budget', async () => {
