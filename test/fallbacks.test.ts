@@ -496,19 +496,32 @@ describe('fallbacks across models', () => {
     expect(id).toBeTypeOf('string');
   });
 
-  it('one budget: a chain whose every model never answers ends within timeouts.deadlineMs, typed', async () => {
-    const deadlineMs = 1_000;
-    const { primaryWorker, backupWorker, gateway } = await setup({
+  it('one budget: a chain whose every model never answers ends at timeouts.deadlineMs, typed', async () => {
+    const deadlineMs = 1_500;
+    const { primaryWorker, backupWorker, gateway, attempts } = await setup({
       timeouts: { deadlineMs, headersMs: 60_000 },
+      retry: { maxAttempts: 1 },
     });
-    primaryWorker.setFault('delay_headers:600000', PRIMARY);
+    // What a request that is answered at once takes here, now: the baseline of the time below.
+    const baselineStarted = performance.now();
+    expect((await chat(gateway.url, { stream: true }, BACKUP)).status).toBe(200);
+    const baseline = performance.now() - baselineStarted;
+    // The primary spends four fifths of the budget before its 503; the fallback never answers.
+    primaryWorker.setFault('delay_headers:1200,http_503', PRIMARY);
     backupWorker.setFault('delay_headers:600000', BACKUP);
     const started = performance.now();
     const res = await chat(gateway.url, { stream: true });
     const elapsed = performance.now() - started;
-    expect(res.status).toBeGreaterThanOrEqual(500);
-    expect(elapsed).toBeGreaterThanOrEqual(deadlineMs * 0.9);
-    expect(elapsed).toBeLessThan(deadlineMs * 2);
+    expect([attempts(primaryWorker), attempts(backupWorker)]).toEqual([1, 2]);
+    // The budget's own end answered (not a route's headers timeout, 60 s, nor a model's own budget).
+    expect(res.status).toBe(504);
+    expect((res.json() as { error: { code: string } }).error.code).toBe('stream_deadline_exceeded');
+    // One budget for the chain: about 1× deadlineMs; a budget of its own for the fallback would be
+    // 1.8× (1.2 s on the primary, then 1.5 s).
+    // (A timer is never early: the lower bound needs no baseline; what the way to the gateway
+    // and back adds, the baseline, is taken off the upper one.)
+    expect(elapsed / deadlineMs).toBeGreaterThanOrEqual(0.9);
+    expect((elapsed - baseline) / deadlineMs).toBeLessThan(1.4);
   });
 
   it('Anthropic Messages: a stream cut mid-answer is finished by the fallback, one message, no error event', async () => {

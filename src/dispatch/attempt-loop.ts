@@ -64,9 +64,20 @@ export class AttemptLoop {
     const deadlineAt = deadlineOf(req, profile);
     const itl = this.metrics.folded(this.metrics.interTokenLatency, req.api, req.model);
     return this.withRetries(req, profile, deadlineAt, share, async (attempt) => {
-      // Within the request's one budget: a route that would outlast it is not waited for.
-      const headersMs = Math.max(1, Math.min(timeouts.headersMs, deadlineAt - performance.now()));
-      const response = await this.send(req, attempt, headersMs);
+      // Within the request's one budget: a route that would outlast it is not waited for. undici
+      // checks its headers timeout on a coarse timer (up to half a second late): the budget's own
+      // end aborts the attempt on time, typed.
+      const remaining = Math.max(1, deadlineAt - performance.now());
+      const deadline = setTimeout(
+        () => attempt.controller.abort(new StreamDeadlineExceeded(attempt.requestId, timeouts.deadlineMs)),
+        remaining,
+      );
+      let response: UndiciDispatcher.ResponseData;
+      try {
+        response = await this.send(req, attempt, Math.min(timeouts.headersMs, remaining));
+      } finally {
+        clearTimeout(deadline);
+      }
       const stream = new EngineStream(response.body, {
         requestId: attempt.requestId,
         idleMs: timeouts.idleMs,
