@@ -73,7 +73,7 @@ export const SECTIONS: Readonly<Record<string, string>> = {
 export const RESPONSE_CODES: Readonly<Record<string, string>> = {
   store_write_failed:
     'the response could not be stored; the terminal event says so (src/responses/durable-finish.ts)',
-  response_cancelled: 'a background response was cancelled (src/responses/response-builder.ts)',
+  response_cancelled: 'a background response was cancelled (src/responses/terminal-draft.ts)',
 };
 
 export function readErrorClasses(): ErrorClassFacts[] {

@@ -8,6 +8,7 @@ import { ModelSettings } from './config/model-settings.js';
 import type { SluiceConfig } from './config/schema.js';
 import { KubernetesDiscovery } from './discovery/kubernetes.js';
 import { Dispatcher } from './dispatch/dispatcher.js';
+import type { RetryTiming } from './dispatch/retry-backoff.js';
 import { Router } from './dispatch/router.js';
 import { GatewayShuttingDown } from './errors/http-errors.js';
 import { ClientClosed, DispatcherClosed } from './errors/stream-errors.js';
@@ -36,6 +37,8 @@ export interface GatewayOptions {
   logger?: Logger;
   /** Register process-wide default metrics (CPU, memory). Off in tests that run many gateways. */
   defaultMetrics?: boolean;
+  /** The random source and the sleep of the waits between a request's attempts (default: the real ones). */
+  retryTiming?: RetryTiming;
 }
 
 /** Longest a closing gateway waits for its background responses to store how they ended. */
@@ -134,6 +137,7 @@ export class Gateway {
       log,
       this.flow,
       this.held,
+      options.retryTiming,
     );
     this.sharing = new ReplicaSharing(
       config,

@@ -116,27 +116,31 @@ describe('every front, one pipeline', () => {
     await eventually(async () => (await gone('responses')) === goneBefore + 1, 5_000);
     await eventually(() => worker.stats.aborted === abortedBefore + 1, 5_000);
     expect(await disconnects('responses')).toBe(disconnectsBefore + 1);
+    expect(worker.stats.inflight).toBe(0);
   });
 
   it('a stream that breaks on a malformed event ends typed on the WebSocket, as over HTTP, and is counted once', async () => {
     const labels = { api: 'responses', model: MODEL, reason: 'read_error' };
     const before = await metricOrZero(gateway.url, 'sluice_stream_failures_total', labels);
-    const ws = new WebSocket(`${gateway.url.replace('http', 'ws')}/v1/responses`, {
-      headers: { 'x-mock-fault': 'malformed_after:2' },
-    });
+    // The engine breaks the connection's first response only (a header would break each of them).
+    worker.setFault('malformed_after:2,once');
+    const ws = new WebSocket(`${gateway.url.replace('http', 'ws')}/v1/responses`);
     await new Promise((resolve, reject) => ws.once('open', resolve).once('error', reject));
     const messages: { type: string; response?: { status: string; error: { code: string } | null } }[] = [];
     ws.on('message', (data) => messages.push(JSON.parse(String(data))));
+    const terminals = () => messages.filter((m) => /^response\.(completed|incomplete|failed)$/.test(m.type));
     ws.send(JSON.stringify({ type: 'response.create', model: MODEL, input: 'hi', max_output_tokens: 20 }));
-    await eventually(
-      () => messages.some((m) => /^response\.(completed|incomplete|failed)$/.test(m.type)),
-      5_000,
-    );
+    await eventually(() => terminals().length === 1, 5_000);
     const terminal = messages.at(-1)!;
     expect(terminal.type).toBe('response.failed');
     expect(terminal.response).toMatchObject({ status: 'failed', error: { code: 'malformed_chunk' } });
     expect(await metricOrZero(gateway.url, 'sluice_stream_failures_total', labels)).toBe(before + 1);
     // The connection is still good for the next response.
+    ws.send(JSON.stringify({ type: 'response.create', model: MODEL, input: 'again', max_output_tokens: 3 }));
+    await eventually(() => terminals().length === 2, 5_000);
+    expect(terminals()[1]).toMatchObject({ response: { status: 'incomplete', error: null } });
+    expect(ws.readyState).toBe(WebSocket.OPEN);
+    expect(await metricOrZero(gateway.url, 'sluice_stream_failures_total', labels)).toBe(before + 1);
     ws.close();
   });
 });

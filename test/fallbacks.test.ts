@@ -1,5 +1,9 @@
 import { describe, expect, it } from 'vitest';
+import { parseConfig } from '../src/config/load.js';
+import { ModelSettings } from '../src/config/model-settings.js';
 import type { SluiceConfigInput } from '../src/config/schema.js';
+import { REAL_TIMING } from '../src/dispatch/retry-backoff.js';
+import { PrefillRejected, UpstreamHttpError, upstreamStatusError } from '../src/errors/upstream-errors.js';
 import { sequence } from '../src/mock/generate.js';
 import type { MockWorker } from '../src/mock/mock-worker.js';
 import { eventually, metric, metricOrZero, perTest, post, sseData } from './helpers/gateway.js';
@@ -33,20 +37,33 @@ describe('fallbacks across models', () => {
       fx.mocks(1, { tokensPerSecond: 0, models: [PRIMARY] }),
       fx.mocks(1, { tokensPerSecond: 0, models: [BACKUP] }),
     ]).then(([a, b]) => [a[0], b[0]])) as [MockWorker, MockWorker];
-    const gateway = await fx.gateway({
-      workers: [
-        { url: primaryWorker.url, id: 'wp' },
-        { url: backupWorker.url, id: 'wb' },
-      ],
-      ...input,
-      models: {
-        [PRIMARY]: { fallbacks: [BACKUP] },
-        [BACKUP]: backupModel,
-        ...input.models,
+    /** Every wait the gateway made between attempts (real waits, recorded). */
+    const waits: number[] = [];
+    const gateway = await fx.gateway(
+      {
+        workers: [
+          { url: primaryWorker.url, id: 'wp' },
+          { url: backupWorker.url, id: 'wb' },
+        ],
+        ...input,
+        models: {
+          [PRIMARY]: { fallbacks: [BACKUP] },
+          [BACKUP]: backupModel,
+          ...input.models,
+        },
       },
-    });
+      {
+        retryTiming: {
+          random: Math.random,
+          sleep: (ms, signal) => {
+            waits.push(ms);
+            return REAL_TIMING.sleep(ms, signal);
+          },
+        },
+      },
+    );
     const attempts = (worker: MockWorker) => worker.stats.requests;
-    return { primaryWorker, backupWorker, gateway, attempts };
+    return { primaryWorker, backupWorker, gateway, attempts, waits };
   }
 
   const chat = (url: string, extra: Record<string, unknown> = {}, model = PRIMARY) =>
@@ -71,7 +88,7 @@ describe('fallbacks across models', () => {
     metricOrZero(url, 'sluice_fallbacks_total', { from: PRIMARY, to: BACKUP, reason });
 
   it('429 with a short Retry-After: the same route is tried again after it, and answers', async () => {
-    const { primaryWorker, backupWorker, gateway, attempts } = await setup({
+    const { primaryWorker, backupWorker, gateway, attempts, waits } = await setup({
       retry: { maxRetryAfterMs: 5_000 },
     });
     primaryWorker.setFault('http_429:1,once', PRIMARY);
@@ -83,23 +100,23 @@ describe('fallbacks across models', () => {
     expect(attempts(primaryWorker)).toBe(2);
     expect(attempts(backupWorker)).toBe(0);
     // It waited what the engine asked (1 s), not the short backoff.
+    expect(waits).toEqual([1_000]);
     expect(elapsed).toBeGreaterThanOrEqual(1_000 * 0.95);
   });
 
   it('429 with a Retry-After past the bound: the next model at once, no burst on the refusing route', async () => {
-    const { primaryWorker, backupWorker, gateway, attempts } = await setup({
+    const { primaryWorker, backupWorker, gateway, attempts, waits } = await setup({
       retry: { maxRetryAfterMs: 500 },
     });
     primaryWorker.setFault('http_429:30', PRIMARY);
-    const started = performance.now();
     const res = await chat(gateway.url);
     expect(res.status).toBe(200);
     expect(res.headers.get('x-sluice-model')).toBe(BACKUP);
     expect((res.json() as { model: string }).model).toBe(BACKUP);
     expect(attempts(primaryWorker)).toBe(1);
     expect(attempts(backupWorker)).toBe(1);
-    // Not the 30 s asked for, nor the bound: at once.
-    expect(performance.now() - started).toBeLessThan(500);
+    // Not the 30 s asked for, nor the bound, nor a backoff: no wait at all.
+    expect(waits).toEqual([]);
     expect(await fallbacks(gateway.url, 'rate_limited')).toBe(1);
   });
 
@@ -173,9 +190,12 @@ describe('fallbacks across models', () => {
     expect(await fallbacks(gateway.url, 'timeout')).toBe(1);
   });
 
-  it('first token after 20 s: left after timeouts.firstTokenMs, the next model answers', async () => {
+  it('first token after 20 s: left after timeouts.firstTokenMs, not the idle clock, the next model answers', async () => {
     const firstTokenMs = 300;
-    const { primaryWorker, backupWorker, gateway, attempts } = await setup({ timeouts: { firstTokenMs } });
+    const idleMs = 20 * firstTokenMs;
+    const { primaryWorker, backupWorker, gateway, attempts } = await setup({
+      timeouts: { firstTokenMs, idleMs },
+    });
     primaryWorker.setFault('delay_first:20000', PRIMARY);
     const started = performance.now();
     const res = await chat(gateway.url, { stream: true });
@@ -185,8 +205,32 @@ describe('fallbacks across models', () => {
     expect(streamed(res.text).text).toBe(sequence(TOKENS));
     expect(attempts(primaryWorker)).toBe(1);
     expect(attempts(backupWorker)).toBe(1);
+    // The primary's request was let go (not left running beside the fallback's).
+    expect(primaryWorker.stats.aborted).toBe(1);
+    // Which clock left it: the first token's, not the idle one twenty times longer (nor the 20 s).
     expect(elapsed).toBeGreaterThanOrEqual(firstTokenMs * 0.95);
-    expect(elapsed).toBeLessThan(firstTokenMs * 2);
+    expect(elapsed / idleMs).toBeLessThan(0.5);
+  });
+
+  it('a first token that never comes, without timeouts.firstTokenMs: left in time for the next model to answer within the budget', async () => {
+    // The default bound is 30 s, at most idleMs and half the budget: never the 60 s idle clock.
+    const defaults = new ModelSettings(parseConfig({}));
+    expect(defaults.timeouts(PRIMARY).firstTokenMs).toBe(30_000);
+    expect(
+      new ModelSettings(parseConfig({ timeouts: { idleMs: 10_000 } })).timeouts(PRIMARY).firstTokenMs,
+    ).toBe(10_000);
+    const deadlineMs = 2_000;
+    const { primaryWorker, backupWorker, gateway, attempts } = await setup({ timeouts: { deadlineMs } });
+    primaryWorker.setFault('delay_first:600000', PRIMARY);
+    const res = await chat(gateway.url, { stream: true });
+    expect(res.status).toBe(200);
+    expect(res.headers.get('x-sluice-model')).toBe(BACKUP);
+    const got = streamed(res.text);
+    expect(got.text).toBe(sequence(TOKENS));
+    expect(got.done).toBe(true);
+    expect(attempts(primaryWorker)).toBe(1);
+    expect(attempts(backupWorker)).toBe(1);
+    expect(await fallbacks(gateway.url, 'timeout')).toBe(1);
   });
 
   for (const [fault, what] of [
@@ -268,15 +312,99 @@ describe('fallbacks across models', () => {
     expect(attempts(primaryWorker)).toBe(1);
   });
 
-  it('a fallback whose engine rejects the prefill: the stream ends typed after what was shown', async () => {
+  it('a fallback whose engine rejects the prefill: the stream ends typed after what was shown, and later cuts are not sent there', async () => {
     const { primaryWorker, backupWorker, gateway } = await setup();
     primaryWorker.setFault('reset_after:4', PRIMARY);
     backupWorker.setFault('reject_prefill', BACKUP);
-    const res = await chat(gateway.url, { stream: true });
-    const got = streamed(res.text);
-    expect(got.text).toBe(sequence(4));
-    expect(got.error?.code).toBe('request_stream_closed');
-    expect(backupWorker.stats.requests).toBe(1);
+    for (let cut = 1; cut <= 2; cut++) {
+      const got = streamed((await chat(gateway.url, { stream: true })).text);
+      expect(got.text).toBe(sequence(4));
+      expect(got.error?.code).toBe('request_stream_closed');
+      expect(got.done).toBe(false);
+      // Its 400 (vLLM's words) was remembered for the model: the second cut never asks it.
+      expect(backupWorker.stats.requests, `after cut ${cut}`).toBe(1);
+    }
+    // Only its prefill is refused: the model still answers its own requests.
+    expect((await chat(gateway.url, {}, BACKUP)).status).toBe(200);
+  });
+
+  it("a refused prefill is told from the engines' own words in their 400, not from a request's conflicting flags", () => {
+    const refusal = (body: unknown) =>
+      upstreamStatusError('w', 400, Buffer.from(JSON.stringify(body)), {
+        'content-type': 'application/json',
+      });
+    const said = [
+      // vLLM (transformers' apply_chat_template): a template that drops the final message.
+      {
+        object: 'error',
+        type: 'BadRequestError',
+        code: 400,
+        message:
+          'continue_final_message is set but the final message does not appear in the chat after applying the chat template! This can happen if the chat template deletes portions of the final message.',
+      },
+      // llama.cpp's server, a thinking template.
+      {
+        error: {
+          code: 400,
+          message: 'Assistant response prefill is incompatible with enable_thinking.',
+          type: 'invalid_request_error',
+        },
+      },
+      // vLLM with a Mistral tokenizer.
+      {
+        object: 'error',
+        code: 400,
+        message: 'Cannot set add_generation_prompt to True when the last message is from the assistant',
+      },
+      // Mistral's validator.
+      {
+        object: 'error',
+        message:
+          'Expected last role User or Tool (or Assistant with prefix True) for serving but got assistant',
+        code: '3230',
+      },
+    ];
+    for (const body of said) {
+      const error = refusal(body);
+      expect(error, JSON.stringify(body)).toBeInstanceOf(PrefillRejected);
+      expect(error).toMatchObject({ code: 'prefill_rejected', status: 400, retryable: false });
+    }
+    // The request's own flags set both ways: the client's error, not the template's.
+    const flags = refusal({
+      object: 'error',
+      code: 400,
+      message: 'Cannot set both `continue_final_message` and `add_generation_prompt` to True.',
+    });
+    expect(flags).toBeInstanceOf(UpstreamHttpError);
+  });
+
+  it('a prefill rejection is learnt per model: the continuation goes on to the next model, and later cuts go there at once', async () => {
+    const THIRD = 'third';
+    const [primaryWorker, backupWorker, thirdWorker] = (
+      await Promise.all(
+        [PRIMARY, BACKUP, THIRD].map((model) => fx.mocks(1, { tokensPerSecond: 0, models: [model] })),
+      )
+    ).map((w) => w[0]!) as [MockWorker, MockWorker, MockWorker];
+    const gateway = await fx.gateway({
+      workers: [
+        { url: primaryWorker.url, id: 'wp' },
+        { url: backupWorker.url, id: 'wb' },
+        { url: thirdWorker.url, id: 'wt' },
+      ],
+      models: { [PRIMARY]: { fallbacks: [BACKUP, THIRD] } },
+    });
+    primaryWorker.setFault('reset_after:4', PRIMARY);
+    backupWorker.setFault('reject_prefill', BACKUP);
+    for (let cut = 1; cut <= 3; cut++) {
+      const got = streamed((await chat(gateway.url, { stream: true })).text);
+      expect(got.error).toBeUndefined();
+      expect(got.done).toBe(true);
+      expect(got.text).toBe(sequence(TOKENS));
+      expect(got.chunks.at(-1)?.model).toBe(THIRD);
+      expect([backupWorker.stats.requests, thirdWorker.stats.requests], `after cut ${cut}`).toEqual([1, cut]);
+    }
+    const asked = thirdWorker.stats.lastBodies.at(-1) as { messages: { role: string; content: string }[] };
+    expect(asked.messages.at(-1)).toEqual({ role: 'assistant', content: sequence(4) });
   });
 
   it('a primary down then back: while its circuit is open requests go straight to the fallback; after a probe it serves again', async () => {
@@ -368,19 +496,32 @@ describe('fallbacks across models', () => {
     expect(id).toBeTypeOf('string');
   });
 
-  it('one budget: a chain whose every model never answers ends within timeouts.deadlineMs, typed', async () => {
-    const deadlineMs = 1_000;
-    const { primaryWorker, backupWorker, gateway } = await setup({
+  it('one budget: a chain whose every model never answers ends at timeouts.deadlineMs, typed', async () => {
+    const deadlineMs = 1_500;
+    const { primaryWorker, backupWorker, gateway, attempts } = await setup({
       timeouts: { deadlineMs, headersMs: 60_000 },
+      retry: { maxAttempts: 1 },
     });
-    primaryWorker.setFault('delay_headers:600000', PRIMARY);
+    // What a request that is answered at once takes here, now: the baseline of the time below.
+    const baselineStarted = performance.now();
+    expect((await chat(gateway.url, { stream: true }, BACKUP)).status).toBe(200);
+    const baseline = performance.now() - baselineStarted;
+    // The primary spends four fifths of the budget before its 503; the fallback never answers.
+    primaryWorker.setFault('delay_headers:1200,http_503', PRIMARY);
     backupWorker.setFault('delay_headers:600000', BACKUP);
     const started = performance.now();
     const res = await chat(gateway.url, { stream: true });
     const elapsed = performance.now() - started;
-    expect(res.status).toBeGreaterThanOrEqual(500);
-    expect(elapsed).toBeGreaterThanOrEqual(deadlineMs * 0.9);
-    expect(elapsed).toBeLessThan(deadlineMs * 2);
+    expect([attempts(primaryWorker), attempts(backupWorker)]).toEqual([1, 2]);
+    // The budget's own end answered (not a route's headers timeout, 60 s, nor a model's own budget).
+    expect(res.status).toBe(504);
+    expect((res.json() as { error: { code: string } }).error.code).toBe('stream_deadline_exceeded');
+    // One budget for the chain: about 1× deadlineMs; a budget of its own for the fallback would be
+    // 1.8× (1.2 s on the primary, then 1.5 s).
+    // (A timer is never early: the lower bound needs no baseline; what the way to the gateway
+    // and back adds, the baseline, is taken off the upper one.)
+    expect(elapsed / deadlineMs).toBeGreaterThanOrEqual(0.9);
+    expect((elapsed - baseline) / deadlineMs).toBeLessThan(1.4);
   });
 
   it('Anthropic Messages: a stream cut mid-answer is finished by the fallback, one message, no error event', async () => {

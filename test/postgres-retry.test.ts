@@ -42,29 +42,53 @@ describe('PostgreSQL retry policies', () => {
   });
 
   it('gives up after its window with the typed error; a read sooner than a write', async () => {
-    const elapsed: Record<string, number> = {};
-    for (const [operation, windowMs] of [
-      ['getResponse', windows.readMs],
-      ['updateResponse', windows.writeMs],
-    ] as const) {
-      const started = Date.now();
+    // An injected clock: the sleeps move it, so the schedule is the values waited, not the wall clock.
+    const schedule: Record<string, { waits: number[]; calls: number; ended: number }> = {};
+    for (const operation of ['getResponse', 'updateResponse'] as const) {
+      let now = 1_000;
+      const waits: number[] = [];
+      const clock = {
+        now: () => now,
+        sleep: async (ms: number) => {
+          waits.push(ms);
+          now += ms;
+        },
+      };
       let calls = 0;
-      const failing = async () => {
+      let windowEnd = 0;
+      const failing = async (until: number) => {
         calls++;
+        windowEnd = until;
         throw refused();
       };
-      await expect(withRetry(operation, windows, failing, () => 'done')).rejects.toMatchObject({
+      await expect(withRetry(operation, { ...windows, clock }, failing, () => 'done')).rejects.toMatchObject({
         code: 'store_unavailable',
         retryable: true,
       });
-      elapsed[operation] = Date.now() - started;
-      // It retried (backing off), for about its window: not past the window by more than one backoff.
-      expect(calls).toBeGreaterThan(2);
-      expect(elapsed[operation]).toBeGreaterThanOrEqual(windowMs / 2);
-      expect(elapsed[operation]).toBeLessThan(windowMs * 3);
+      // Each attempt is told the window's end, on the same clock.
+      expect(windowEnd - 1_000).toBe(operation === 'getResponse' ? windows.readMs : windows.writeMs);
+      schedule[operation] = { waits, calls, ended: now - 1_000 };
     }
-    // The read's window is the shorter one (a waiting client gets its 503 sooner).
-    expect(elapsed.getResponse).toBeLessThan(elapsed.updateResponse!);
+    // Backing off, doubling, for as long as the next wait still ends inside the window.
+    expect(schedule.getResponse).toEqual({ waits: [50, 100], calls: 3, ended: 150 });
+    expect(schedule.updateResponse).toEqual({ waits: [50, 100, 200], calls: 4, ended: 350 });
+  });
+
+  it('waits on the monotonic clock by default: a wall-clock step does not end its window', async () => {
+    const real = Date.now;
+    let calls = 0;
+    const flaky = async () => {
+      if (++calls > 1) return 'ok';
+      // The wall clock steps an hour ahead during the first attempt.
+      Date.now = () => real() + 3_600_000;
+      throw refused();
+    };
+    try {
+      expect(await withRetry('getResponse', windows, flaky, () => 'done')).toBe('ok');
+    } finally {
+      Date.now = real;
+    }
+    expect(calls).toBe(2);
   });
 
   it('an insert that meets its own unacknowledged row counts as done', async () => {

@@ -77,17 +77,6 @@ const ENV_PATHS: Record<
   SLUICE_TRACING_SAMPLE_RATIO: { path: ['tracing', 'sampleRatio'], kind: 'number' },
 };
 
-/** The standard OpenTelemetry variables the gateway reads (below its own SLUICE_TRACING_* ones). */
-const OTEL_VARIABLES = [
-  'OTEL_EXPORTER_OTLP_ENDPOINT',
-  'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
-  'OTEL_EXPORTER_OTLP_HEADERS',
-  'OTEL_EXPORTER_OTLP_TRACES_HEADERS',
-  'OTEL_SERVICE_NAME',
-];
-
-export const ENV_VARIABLES = [...Object.keys(ENV_PATHS), ...OTEL_VARIABLES];
-
 const TRUE = new Set(['1', 'true', 'yes', 'on']);
 const FALSE = new Set(['0', 'false', 'no', 'off']);
 

@@ -2,10 +2,35 @@ import type { PolicyName, ScorerOptions } from '../routing/types.js';
 import type { ModelKind } from './model-kind.js';
 import type { ResumeSettings, SluiceConfig, Timeouts } from './schema.js';
 
+/** A model's timeouts with the bound of a stream's first output resolved (firstTokenMsOf). */
+export type ResolvedTimeouts = Timeouts & { readonly firstTokenMs: number };
+
+/**
+ * The default bound of a stream's time to its first output. The idle clock (60 s) was too long
+ * for it: a first token that never comes must leave time for another worker or the fallback to
+ * answer before the client, or a proxy in front (nginx's 60 s read timeout), gives up. 30 s
+ * leaves that half, and is still over the queue and prefill of a long prompt on a loaded engine.
+ */
+const FIRST_TOKEN_MS = 30_000;
+
+/**
+ * A stream's bound to its first output: `timeouts.firstTokenMs`, else 30 s, at most `idleMs`
+ * (a first token is never waited for longer than any other) and half of `deadlineMs` (a route
+ * that never starts leaves the other half of the budget to another worker or the next model).
+ */
+export function firstTokenMsOf(timeouts: Timeouts): number {
+  if (timeouts.firstTokenMs !== undefined) return timeouts.firstTokenMs;
+  return Math.max(1, Math.floor(Math.min(FIRST_TOKEN_MS, timeouts.idleMs, timeouts.deadlineMs / 2)));
+}
+
+function resolveTimeouts(timeouts: Timeouts): ResolvedTimeouts {
+  return { ...timeouts, firstTokenMs: firstTokenMsOf(timeouts) };
+}
+
 /** One model's settings, resolved: what a request for it runs under (read once per dispatch). */
 export interface ModelProfile {
   readonly policy: PolicyName;
-  readonly timeouts: Timeouts;
+  readonly timeouts: ResolvedTimeouts;
   readonly resume: ResumeSettings;
   readonly maxOutputTokens: number;
   readonly fallbacks: readonly string[];
@@ -26,7 +51,7 @@ export class ModelSettings {
     if (!Object.hasOwn(this.config.models, model)) {
       this.defaults ??= {
         policy: this.config.routing.policy,
-        timeouts: { ...this.config.timeouts },
+        timeouts: resolveTimeouts(this.config.timeouts),
         resume: { ...this.config.resume },
         maxOutputTokens: this.config.limits.maxOutputTokens,
         fallbacks: [],
@@ -40,7 +65,7 @@ export class ModelSettings {
       const own = this.config.models[model];
       settings = {
         policy: own?.policy ?? this.config.routing.policy,
-        timeouts: { ...this.config.timeouts, ...own?.timeouts },
+        timeouts: resolveTimeouts({ ...this.config.timeouts, ...own?.timeouts }),
         resume: { ...this.config.resume, ...own?.resume },
         maxOutputTokens: own?.maxOutputTokens ?? this.config.limits.maxOutputTokens,
         fallbacks: own?.fallbacks ?? [],
@@ -61,7 +86,7 @@ export class ModelSettings {
     return this.resolve(model).policy;
   }
 
-  timeouts(model: string): Timeouts {
+  timeouts(model: string): ResolvedTimeouts {
     return this.resolve(model).timeouts;
   }
 

@@ -42,8 +42,8 @@ const timeoutsShape = {
    */
   headersMs: positiveInt,
   /**
-   * A stream's time from its headers to its first output (default: `idleMs`): a route silent
-   * that long is left as above.
+   * A stream's time from its headers to its first output: a route silent that long is left as
+   * above. Default 30 s, at most `idleMs` and half of `deadlineMs` (model-settings.ts).
    */
   firstTokenMs: positiveInt.optional(),
   /** Longest silence between two output events of a stream. */
@@ -83,8 +83,8 @@ export const modelSchema = z.strictObject({
   fallbacks: z.array(z.string().min(1)).max(8).optional(),
   /**
    * Whether this model accepts an assistant prefill (`continue_final_message`): a stream cut on
-   * another model may be continued on this one from the text so far. Off for models whose chat
-   * template rejects it.
+   * it or another model may be continued on it from the text so far. Off for models whose chat
+   * template rejects it (learnt from the engine's 400 as well: dispatch/prefill-memory.ts).
    */
   continuation: z.boolean().optional(),
   /**
@@ -243,8 +243,9 @@ export const configSchema = z.strictObject({
     .strictObject({
       /** Attempts in all (1 = no retry), each on another worker when one is left. */
       maxAttempts: positiveInt.default(3),
-      backoffMs: nonNegativeInt.default(25),
-      maxBackoffMs: nonNegativeInt.default(1_000),
+      /** Before a route already tried: 0.5 s, 1 s, 2 s... to 8 s, jittered (dispatch/retry-backoff.ts). */
+      backoffMs: nonNegativeInt.default(500),
+      maxBackoffMs: nonNegativeInt.default(8_000),
       /**
        * The longest Retry-After of an engine's 429/503 that is waited before trying that route
        * again; past it the request moves to its next model at once (or ends with the 429/503).

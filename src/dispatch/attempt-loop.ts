@@ -23,6 +23,7 @@ import { Attempt } from './attempt.js';
 import { classifyRequestError, isUnreachable, outcomeOf } from './classify-upstream-error.js';
 import { withPriority } from './engine-priority.js';
 import { BodyTooLarge, failedFinishOf, HeldFull, readBounded, readLimited } from './read-body.js';
+import { backoffMs, REAL_TIMING, type RetryTiming } from './retry-backoff.js';
 import type { AttemptShare, CompletedResponse, DispatchRequest, OpenedStream } from './types.js';
 import type { WorkerPicker } from './worker-picker.js';
 
@@ -34,11 +35,12 @@ export function deadlineOf(req: DispatchRequest, profile: ModelProfile): number 
 }
 
 /**
- * One model's attempts at a request: sends it to a worker of the model and retries, with backoff
- * and on another worker when one is left, on retryable failures that happen before anything
- * reached the client (connect errors, 429/5xx, a stream that fails before its first output chunk).
- * Every attempt has a fresh upstream request id. The request's model settings come resolved (its
- * profile): nothing here looks them up again.
+ * One model's attempts at a request: sends it to a worker of the model and retries on retryable
+ * failures that happen before anything reached the client (connect errors, 429/5xx, a stream that
+ * fails before its first output chunk): at once on a worker not tried yet, else after a jittered
+ * exponential backoff (retry-backoff.ts) or the engine's Retry-After, whichever is longer, always
+ * within the request's one budget. Every attempt has a fresh upstream request id. The request's
+ * model settings come resolved (its profile): nothing here looks them up again.
  */
 export class AttemptLoop {
   constructor(
@@ -49,6 +51,8 @@ export class AttemptLoop {
     private readonly log: Logger,
     /** What all requests together hold (`limits.maxHeldBytes`): a body being read takes from it. */
     private readonly held?: HeldBytes | undefined,
+    /** The random source and the sleep of the waits between attempts. */
+    private readonly timing: RetryTiming = REAL_TIMING,
   ) {}
 
   /**
@@ -60,9 +64,20 @@ export class AttemptLoop {
     const deadlineAt = deadlineOf(req, profile);
     const itl = this.metrics.folded(this.metrics.interTokenLatency, req.api, req.model);
     return this.withRetries(req, profile, deadlineAt, share, async (attempt) => {
-      // Within the request's one budget: a route that would outlast it is not waited for.
-      const headersMs = Math.max(1, Math.min(timeouts.headersMs, deadlineAt - performance.now()));
-      const response = await this.send(req, attempt, headersMs);
+      // Within the request's one budget: a route that would outlast it is not waited for. undici
+      // checks its headers timeout on a coarse timer (up to half a second late): the budget's own
+      // end aborts the attempt on time, typed.
+      const remaining = Math.max(1, deadlineAt - performance.now());
+      const deadline = setTimeout(
+        () => attempt.controller.abort(new StreamDeadlineExceeded(attempt.requestId, timeouts.deadlineMs)),
+        remaining,
+      );
+      let response: UndiciDispatcher.ResponseData;
+      try {
+        response = await this.send(req, attempt, Math.min(timeouts.headersMs, remaining));
+      } finally {
+        clearTimeout(deadline);
+      }
       const stream = new EngineStream(response.body, {
         requestId: attempt.requestId,
         idleMs: timeouts.idleMs,
@@ -179,23 +194,25 @@ export class AttemptLoop {
     share: AttemptShare,
     run: (attempt: Attempt) => Promise<T>,
   ): Promise<T> {
-    const { backoffMs, maxBackoffMs } = this.config.retry;
+    const retry = this.config.retry;
     // The model's own retries, within its share of the chain's attempts.
-    const maxAttempts = Math.min(this.config.retry.maxAttempts, share.max);
+    const maxAttempts = Math.min(retry.maxAttempts, share.max);
     const chain = share.chain;
     /** Workers that failed this request's earlier attempts (made at the first failure). */
     let tried: Set<string> | undefined;
     /** Workers that did not answer in time: never tried again for this request. */
     let silent: Set<string> | undefined;
     let lastError: SluiceError | undefined;
-    /** The wait an engine asked for before the same route is tried again (its Retry-After). */
-    let asked = 0;
+    /** The wait before the next attempt: none when it goes to a worker not tried yet. */
+    let wait = 0;
+    /** Waits made before going back to a route already tried (the backoff's exponent). */
+    let backoffs = 0;
     for (let n = 0; n < maxAttempts && chain.left > 0; n++) {
-      if (n > 0) {
-        const backoff = Math.min(maxBackoffMs, backoffMs * 2 ** (n - 1)) * (0.5 + Math.random() / 2);
-        const delay = Math.max(backoff, asked);
-        if (performance.now() + delay >= deadlineAt) break;
-        await sleep(delay, req.signal);
+      if (wait > 0) {
+        // A wait that would outlast the request's one budget is not made: the model's last
+        // failure answers (the chain may still move on to its next model at once).
+        if (performance.now() + wait >= deadlineAt) break;
+        await this.timing.sleep(wait, req.signal);
       }
       if (req.signal.aborted) throw new ClientDisconnected();
       const routed: RoutingRecord | undefined = req.trace && {
@@ -242,15 +259,18 @@ export class AttemptLoop {
         }
         // An engine that asks to be left alone for longer than the bound is: the request moves on
         // (to its next model, or ends with the engine's 429/503) rather than burst on it.
-        asked = 0;
         const retryAfter = err instanceof UpstreamHttpError ? err.retryAfter : undefined;
-        if (retryAfter !== undefined) {
-          const ms = retryAfter * 1000;
-          if (ms > this.config.retry.maxRetryAfterMs) throw err;
-          // Only the same route waits: with an untried worker of the model left, it goes there at once.
-          if (this.picker.everyWorkerTried(req.model, tried)) asked = ms;
-        }
-        if (n + 1 < maxAttempts && chain.left > 0) this.noteRetry(req, attempt, err);
+        const asked = retryAfter === undefined ? 0 : retryAfter * 1000;
+        if (asked > retry.maxRetryAfterMs) throw err;
+        if (n + 1 >= maxAttempts || chain.left <= 0) continue;
+        // Every route silent: none is left to wait for (the chain moves on at once).
+        if (silent && this.picker.everyWorkerTried(req.model, silent)) break;
+        // Only the same route waits: with an untried worker of the model left, it goes there at
+        // once; back on a route already tried, the backoff or the engine's Retry-After, the longer.
+        wait = this.picker.everyWorkerTried(req.model, tried)
+          ? Math.max(asked, backoffMs(backoffs++, retry.backoffMs, retry.maxBackoffMs, this.timing.random))
+          : 0;
+        this.noteRetry(req, attempt, err);
       } finally {
         req.signal.removeEventListener('abort', onClientGone);
       }
@@ -327,16 +347,4 @@ export class AttemptLoop {
     }
     return response;
   }
-}
-
-function sleep(ms: number, signal: AbortSignal): Promise<void> {
-  return new Promise((resolve) => {
-    const timer = setTimeout(done, ms);
-    function done() {
-      clearTimeout(timer);
-      signal.removeEventListener('abort', done);
-      resolve();
-    }
-    signal.addEventListener('abort', done, { once: true });
-  });
 }

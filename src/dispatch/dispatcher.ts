@@ -15,6 +15,7 @@ import { AttemptLoop } from './attempt-loop.js';
 import { FallbackChain } from './fallback-chain.js';
 import { assertKind, servedKinds } from './model-kinds.js';
 import { ResumableStream } from './resumable-stream.js';
+import type { RetryTiming } from './retry-backoff.js';
 import type { Router } from './router.js';
 import type { CompletedResponse, DispatchRequest, ResumePlan } from './types.js';
 import { WorkerPicker } from './worker-picker.js';
@@ -40,9 +41,11 @@ export class Dispatcher {
     readonly flow?: FlowControl,
     /** What all requests together hold of answers (`limits.maxHeldBytes`). */
     private readonly held?: HeldBytes,
+    /** The random source and the sleep of the waits between attempts (tests give their own). */
+    timing?: RetryTiming,
   ) {
     const picker = new WorkerPicker(registry, router, requests, metrics, log, flow);
-    const attempts = new AttemptLoop(config, picker, health, metrics, log, held);
+    const attempts = new AttemptLoop(config, picker, health, metrics, log, held, timing);
     this.chain = new FallbackChain(
       attempts,
       config.retry,

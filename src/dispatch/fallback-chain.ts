@@ -2,12 +2,14 @@ import type { ModelProfile, ModelSettings } from '../config/model-settings.js';
 import type { SluiceConfig } from '../config/schema.js';
 import { isSluiceError } from '../errors/base.js';
 import { NoWorkerAvailable } from '../errors/http-errors.js';
+import { PrefillRejected } from '../errors/upstream-errors.js';
 import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import type { WorkerRegistry } from '../workers/registry.js';
 import { type AttemptLoop, deadlineOf } from './attempt-loop.js';
 import { continuationBody } from './continuation.js';
 import { type FallbackReason, fallbackReason, retargetPayload } from './fallback.js';
+import { PrefillMemory } from './prefill-memory.js';
 import type {
   AttemptShare,
   CompletedResponse,
@@ -38,7 +40,12 @@ export class FallbackChain {
     private readonly log: Logger,
     /** The longest text kept for a continuation (`limits.maxBodyBytes`). */
     private readonly maxTextLength: number,
-  ) {}
+  ) {
+    this.prefill = new PrefillMemory(settings);
+  }
+
+  /** The models that accept an assistant prefill: configured, and learnt from their engines' 400s. */
+  private readonly prefill: PrefillMemory;
 
   /**
    * The models after the request's own it may move to: those it named (admitted already), else
@@ -166,8 +173,9 @@ export class FallbackChain {
   /**
    * How a stream of `request` may be continued after a cut mid-stream, or undefined when it may
    * not: on another worker of its own model when resume is on for it (its `resume` setting,
-   * overridden by the request's `X-Sluice-Resume`), then on its fallbacks that accept an
-   * assistant prefill (`models.<m>.continuation`, on by default).
+   * overridden by the request's `X-Sluice-Resume`), then on its fallbacks; each only while the
+   * model accepts an assistant prefill (`models.<m>.continuation`, on by default, and no engine
+   * of the model has refused one: PrefillMemory).
    */
   resumePlan(
     request: DispatchRequest,
@@ -175,8 +183,8 @@ export class FallbackChain {
     override: boolean | undefined,
   ): ResumePlan | undefined {
     const settings = this.settings.resume(request.model);
-    const sameModel = override ?? settings.enabled;
-    const fallbacks = this.rest(request).filter((model) => this.settings.continuation(model));
+    const sameModel = (override ?? settings.enabled) && this.prefill.accepts(request.model);
+    const fallbacks = this.rest(request).filter((model) => this.prefill.accepts(model));
     if (!sameModel && fallbacks.length === 0) return undefined;
     const resumes = this.metrics.streamResumes;
     const label = this.metrics.modelLabel(request.model);
@@ -190,7 +198,12 @@ export class FallbackChain {
     };
   }
 
-  /** Opens a continuation: on the model's other workers first (when allowed), then on each fallback. */
+  /**
+   * Opens a continuation: on the model's other workers first (when allowed), then on each
+   * fallback. A model whose engine refuses the prefill is remembered and skipped from then on
+   * (here and in every later cut): the continuation goes on to the next model, and with none
+   * left the stream ends as one that cannot be continued.
+   */
   private async openContinuation(
     request: DispatchRequest,
     body: Record<string, unknown>,
@@ -204,7 +217,7 @@ export class FallbackChain {
     // Each continuation has the chain's count of attempts, its own model and fallbacks together.
     const chain = { left: this.retry.maxChainAttempts };
     let last: unknown;
-    if (sameModel) {
+    if (sameModel && this.prefill.accepts(request.model)) {
       try {
         return await this.attempts.openOnModel(
           {
@@ -219,12 +232,13 @@ export class FallbackChain {
         );
       } catch (err) {
         last = err;
+        this.noteRefusal(request, request.model, err);
       }
     }
     for (let i = 0; i < fallbacks.length; i++) {
       const model = fallbacks[i]!;
       if (request.signal.aborted || chain.left <= 0) break;
-      if (!this.registry.knowsModel(model)) continue;
+      if (!this.registry.knowsModel(model) || !this.prefill.accepts(model)) continue;
       try {
         const opened = await this.attempts.openOnModel(
           {
@@ -241,8 +255,18 @@ export class FallbackChain {
         return opened;
       } catch (err) {
         last = err;
+        this.noteRefusal(request, model, err);
       }
     }
     throw last ?? new NoWorkerAvailable(request.model, 1, 'no model can continue the stream');
+  }
+
+  /** Remembers a model whose engine refused the continuation's prefill (logged the first time). */
+  private noteRefusal(request: DispatchRequest, model: string, err: unknown): void {
+    if (!(err instanceof PrefillRejected) || !this.prefill.remember(model)) return;
+    this.log.warn(
+      { requestId: request.requestId, model, worker: err.workerId },
+      "the model's template refuses an assistant prefill: cut streams are no longer continued on it",
+    );
   }
 }

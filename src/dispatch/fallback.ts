@@ -28,17 +28,6 @@ export type FallbackReason =
   | 'stream_cut'
   | 'upstream_error';
 
-export const FALLBACK_REASONS: readonly FallbackReason[] = [
-  'rate_limited',
-  'unavailable',
-  'unreachable',
-  'timeout',
-  'context_length',
-  'no_worker',
-  'stream_cut',
-  'upstream_error',
-];
-
 /**
  * Whether a failure before the first byte moves a request on to its next model, and why; undefined
  * when it does not. Moving on: retries exhausted on a 429 or 5xx, a connect error or reset, a

@@ -66,8 +66,6 @@ export const UTILITY_METHODS = {
   },
 } satisfies Record<string, UtilityMethod>;
 
-export type UtilityMethodName = keyof typeof UTILITY_METHODS;
-
 export interface WorkerUtilityResult {
   worker: string;
   ok: boolean;

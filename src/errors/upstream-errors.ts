@@ -48,6 +48,7 @@ export function upstreamStatusError(
     return new UpstreamAuthRejected(workerId, status, body);
   if (status < 400) return new UpstreamUnexpectedStatus(workerId, status);
   if (status === 400 && saysContextExceeded(body)) return new ContextLengthExceeded(workerId, body);
+  if (status === 400 && saysPrefillRejected(body)) return new PrefillRejected(workerId, body);
   const contentType = headers['content-type'];
   return new UpstreamHttpError(
     workerId,
@@ -105,6 +106,49 @@ export class ContextLengthExceeded extends SluiceError {
     const said = parseEngineError(body).message;
     super(
       `The request is over the model's context window${said ? `: ${said}` : '.'} Shorten the messages or lower max_tokens.`,
+    );
+  }
+}
+
+/**
+ * The words of an engine's 400 refusing an assistant prefill because of the model's chat template
+ * (their 400s carry no stable code): vLLM's (transformers' apply_chat_template, a template that
+ * drops the final message; with a Mistral tokenizer, a last message from the assistant), llama.cpp
+ * server's (a thinking template), Mistral's validator, and an Anthropic-style provider's. vLLM's
+ * "Cannot set both `continue_final_message` and `add_generation_prompt`" is not one: it is the
+ * request's own flags (the gateway's continuations never set both).
+ */
+const PREFILL_REJECTED = [
+  /final message does not appear in the chat after applying the chat template/i,
+  /assistant response prefill is incompatible with enable_thinking/i,
+  /cannot set add_generation_prompt to true when the last message is from the assistant/i,
+  /expected last role user or tool \(or assistant with prefix true\)/i,
+  /does not support assistant message prefill/i,
+];
+
+function saysPrefillRejected(body: Buffer): boolean {
+  const message = parseEngineError(body).message ?? '';
+  return PREFILL_REJECTED.some((words) => words.test(message));
+}
+
+/**
+ * The model's chat template refuses an assistant prefill (the engine's 400). The prefill is a
+ * continuation of a cut stream, or a client's own `continue_final_message`. Never retried on the
+ * model; the gateway remembers it for the model and continues later cuts elsewhere.
+ */
+export class PrefillRejected extends SluiceError {
+  readonly code = 'prefill_rejected';
+  readonly retryable = false;
+  override readonly status = 400;
+  override readonly type = 'invalid_request_error' as const;
+  override readonly param = 'messages';
+  constructor(
+    readonly workerId: string,
+    body: Buffer,
+  ) {
+    const said = parseEngineError(body).message;
+    super(
+      `The model's chat template does not accept an assistant prefill${said ? `: ${said}` : '.'} End the messages with a user message.`,
     );
   }
 }

@@ -46,15 +46,16 @@ export class MockEngine {
     if (prompt.length === 0) prompt.push(0); // an empty prompt is one token (BOS)
     const perChoice = plan.usage.completion_tokens / plan.choices;
     const run = new EngineRun();
+    const priority = priorityOf(body.priority);
     run.ticket = this.model.submit({
       prompt,
       outputTokens: Math.max(1, perChoice),
       outputIds: answerTokens(plan),
       adapter: this.model.servesAdapter(model) ? model : undefined,
-      priority: priorityOf(body.priority),
+      priority,
       finishReason: plan.tool ? 'stop' : plan.completion.finishReason,
       onToken: run.onToken,
-      onEnd: traceId === undefined ? undefined : (ticket) => this.trace(traceId, ticket),
+      onEnd: traceId === undefined ? undefined : (ticket) => this.trace(traceId, ticket, priority),
     });
     plan.usage.prompt_tokens = prompt.length;
     plan.usage.total_tokens = prompt.length + plan.usage.completion_tokens;
@@ -68,13 +69,13 @@ export class MockEngine {
     return out;
   }
 
-  private trace(id: string, t: EngineTicket): void {
+  private trace(id: string, t: EngineTicket, priority: number | undefined): void {
     this.traced.push({
       id,
       state: t.state,
       promptTokens: t.promptTokens,
       hitTokens: t.hitTokens,
-      priority: t.priority,
+      priority: priority ?? null,
       arrivedAt: t.arrivedAt,
       admittedAt: t.admittedAt ?? null,
       firstTokenAt: t.firstTokenAt ?? null,
@@ -96,8 +97,8 @@ export interface TracedRequest {
   state: EngineTicket['state'];
   promptTokens: number;
   hitTokens: number;
-  /** Its place under priority scheduling (0 when it had none). */
-  priority: number;
+  /** The `priority` its body carried; null when it had none (its place is then 0's). */
+  priority: number | null;
   arrivedAt: number;
   admittedAt: number | null;
   firstTokenAt: number | null;

@@ -20,6 +20,8 @@ export const FAULTS = {
   http_503: 'error status 503 before any stream',
   /** Admission control of an engine whose queue is full (429, with `retry-after: 1`). */
   http_429: 'error status 429 with retry-after before any stream',
+  /** A 429 or 503 without `retry-after` (an engine or proxy that sends none), with `http_429` or `http_503`. */
+  no_retry_after: 'the 429 or 503 of the spec carries no retry-after header',
   /** An engine rejecting the request as invalid (vLLM's 400 `BadRequestError`): not retryable. */
   http_400: 'error status 400 before any stream',
   /** The engine process killed mid-stream: the connection closes in the middle of the chunked body. */
@@ -85,7 +87,14 @@ const TRIGGERS = new Set<string>([
 ] satisfies TriggerKind[]);
 const STATUSES: Record<string, number> = { http_500: 500, http_503: 503, http_429: 429, http_400: 400 };
 /** Faults without an argument that are not a plain status. */
-const FLAGS = new Set(['reset_headers', 'context_length', 'content_policy', 'reject_prefill', 'once']);
+const FLAGS = new Set([
+  'reset_headers',
+  'context_length',
+  'content_policy',
+  'reject_prefill',
+  'no_retry_after',
+  'once',
+]);
 
 export interface Trigger {
   kind: TriggerKind;
@@ -97,6 +106,8 @@ export interface Faults {
   status?: number;
   /** The Retry-After of a 429 or 503 (`http_429:N`), in seconds. */
   retryAfter?: number;
+  /** The 429 or 503 carries no Retry-After (`no_retry_after`). */
+  noRetryAfter?: boolean;
   /** What the refusal says: a context-length or content-policy 400 (status 400 with it). */
   refusal?: 'context_length' | 'content_policy';
   /** The socket is destroyed before any response header. */
@@ -157,6 +168,7 @@ export function parseFault(spec: string | undefined): Faults {
       if (arg !== undefined) throw new FaultSpecError(`fault '${name}' takes no argument (got '${part}')`);
       if (name === 'reset_headers') faults.resetHeaders = true;
       else if (name === 'reject_prefill') faults.rejectPrefill = true;
+      else if (name === 'no_retry_after') faults.noRetryAfter = true;
       else if (name === 'once') faults.once = true;
       else {
         faults.status = 400;

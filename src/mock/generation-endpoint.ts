@@ -84,8 +84,9 @@ export async function generate(
     return send(
       res,
       400,
+      // vLLM's words (transformers' apply_chat_template) for a template that drops the prefill.
       engineError(
-        'This model does not support continuing a final assistant message.',
+        'continue_final_message is set but the final message does not appear in the chat after applying the chat template! This can happen if the chat template deletes portions of the final message. Please verify the chat template and final message in your chat to ensure they are compatible.',
         'BadRequestError',
         400,
       ),
@@ -124,7 +125,9 @@ export async function generate(
     if (faults.status !== undefined) {
       life.end('completed');
       const status = faults.status;
-      const retryAfter = faults.retryAfter ?? (status === 429 ? 1 : undefined);
+      const retryAfter = faults.noRetryAfter
+        ? undefined
+        : (faults.retryAfter ?? (status === 429 ? 1 : undefined));
       const headers: Record<string, string> =
         retryAfter === undefined ? {} : { 'retry-after': String(retryAfter) };
       return send(res, status, refusalBody(faults, status), headers);

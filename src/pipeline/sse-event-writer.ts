@@ -20,7 +20,3 @@ export function sseEventWriter(res: ServerResponse): EventWriter {
     onDrain: waitForDrain,
   };
 }
-
-export function isTerminalEvent(type: string): boolean {
-  return TERMINAL.has(type);
-}

@@ -125,7 +125,7 @@ export class PostgresConnection {
    * past it fails `Query read timeout` (store_unavailable) and its connection is destroyed.
    */
   private timeoutUntil(until: number): number {
-    return Math.max(1_000, Math.min(this.queryTimeoutMs, until - Date.now()));
+    return Math.max(1_000, Math.min(this.queryTimeoutMs, until - performance.now()));
   }
 
   /**
@@ -141,7 +141,7 @@ export class PostgresConnection {
     const expired = new Promise<never>((_, reject) => {
       timer = setTimeout(
         () => reject(new Error('timeout exceeded when trying to connect')),
-        Math.max(1_000, until - Date.now()),
+        Math.max(1_000, until - performance.now()),
       );
     });
     try {

@@ -42,7 +42,20 @@ export interface RetryWindows {
   writeMs: number;
   /** Told of each retry (an attempt failed and another follows), e.g. to count it. */
   onRetry?: ((operation: string) => void) | undefined;
+  /** The clock of the windows and the waits (default: the monotonic clock and a timer); tests give their own. */
+  clock?: RetryClock | undefined;
 }
+
+export interface RetryClock {
+  /** Milliseconds on a clock that never steps back (performance.now). */
+  now(): number;
+  sleep(ms: number): Promise<void>;
+}
+
+const REAL_CLOCK: RetryClock = {
+  now: () => performance.now(),
+  sleep: (ms) => new Promise((resolve) => setTimeout(resolve, ms)),
+};
 
 const FIRST_DELAY_MS = 50;
 const MAX_DELAY_MS = 1_000;
@@ -54,9 +67,9 @@ const NEVER_SENT =
 /**
  * Runs `attempt` (which throws mapped StoreErrors) under `operation`'s policy. `alreadyDone`
  * is the result to return when an `insert` finds its own earlier, unacknowledged write.
- * `attempt` is given the window's end (Unix ms): an attempt must not outlast it, or a server
- * that stopped answering without closing anything (packets dropped) would hold the caller for
- * the whole query timeout instead of the window.
+ * `attempt` is given the window's end (on the clock's `now`, performance.now by default): an
+ * attempt must not outlast it, or a server that stopped answering without closing anything
+ * (packets dropped) would hold the caller for the whole query timeout instead of the window.
  */
 export async function withRetry<T>(
   operation: string,
@@ -64,8 +77,9 @@ export async function withRetry<T>(
   attempt: (until: number) => Promise<T>,
   alreadyDone: () => T,
 ): Promise<T> {
+  const clock = windows.clock ?? REAL_CLOCK;
   const policy = retryPolicy(operation);
-  const until = Date.now() + (policy === 'read' ? windows.readMs : windows.writeMs);
+  const until = clock.now() + (policy === 'read' ? windows.readMs : windows.writeMs);
   let delay = FIRST_DELAY_MS;
   let unacknowledged = false;
   for (;;) {
@@ -79,12 +93,12 @@ export async function withRetry<T>(
         policy === 'none' ||
         !error.retryable ||
         (policy === 'unsent' && sent) ||
-        Date.now() + delay > until
+        clock.now() + delay > until
       )
         throw error;
       if (sent) unacknowledged = true;
       windows.onRetry?.(operation);
-      await new Promise((resolve) => setTimeout(resolve, delay));
+      await clock.sleep(delay);
       delay = Math.min(delay * 2, MAX_DELAY_MS);
     }
   }

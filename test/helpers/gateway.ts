@@ -2,13 +2,19 @@ import { pino } from 'pino';
 import { afterEach } from 'vitest';
 import { parseConfig } from '../../src/config/load.js';
 import type { SluiceConfigInput } from '../../src/config/schema.js';
-import { Gateway } from '../../src/gateway.js';
+import { Gateway, type GatewayOptions } from '../../src/gateway.js';
 import { createMockWorker, type MockWorker, type MockWorkerOptions } from '../../src/mock/mock-worker.js';
 
 /** Test logs are silent unless SLUICE_TEST_LOG names a level. */
 const testLogger = () => pino({ level: process.env.SLUICE_TEST_LOG ?? 'silent' });
 
-export async function startGateway(input: SluiceConfigInput = {}): Promise<Gateway> {
+/** What a test may give a gateway besides its configuration (its logger and metrics are the tests'). */
+export type TestGatewayOptions = Omit<GatewayOptions, 'logger' | 'defaultMetrics'>;
+
+export async function startGateway(
+  input: SluiceConfigInput = {},
+  options: TestGatewayOptions = {},
+): Promise<Gateway> {
   const config = parseConfig({
     ...input,
     // The mock worker's fault injection headers pass through, as a tracing header would.
@@ -17,7 +23,7 @@ export async function startGateway(input: SluiceConfigInput = {}): Promise<Gatew
     retry: { backoffMs: 5, ...input.retry },
     storage: input.storage ?? { kind: 'sqlite', path: ':memory:' },
   });
-  const gateway = new Gateway(config, { logger: testLogger(), defaultMetrics: false });
+  const gateway = new Gateway(config, { ...options, logger: testLogger(), defaultMetrics: false });
   await gateway.start();
   return gateway;
 }
@@ -143,7 +149,7 @@ export const chatBody = (extra: Record<string, unknown> = {}) => ({
  */
 export function perTest(): {
   mocks: (count: number, options?: MockWorkerOptions) => Promise<MockWorker[]>;
-  gateway: (input?: SluiceConfigInput) => Promise<Gateway>;
+  gateway: (input?: SluiceConfigInput, options?: TestGatewayOptions) => Promise<Gateway>;
 } {
   const gateways: Gateway[] = [];
   const mocks: MockWorker[] = [];
@@ -157,8 +163,8 @@ export function perTest(): {
       mocks.push(...started);
       return started;
     },
-    async gateway(input) {
-      const started = await startGateway(input);
+    async gateway(input, options) {
+      const started = await startGateway(input, options);
       gateways.push(started);
       return started;
     },
