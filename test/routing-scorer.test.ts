@@ -1,6 +1,6 @@
 import { describe, expect, it, vi } from 'vitest';
 import { mulberry32 } from '../src/engine/prng.js';
-import { adapterOf, loraState, saturation } from '../src/routing/candidate-view.js';
+import { adapterIn, loraState, readingOf, saturation } from '../src/routing/candidate-view.js';
 import {
   AffinityIndex,
   blockHashes,
@@ -58,6 +58,14 @@ function only(
 }
 
 const SYSTEM = 'You are a helpful assistant who answers in full sentences. '.repeat(20);
+
+/** The adapter a request for `model` asks for, among `candidates` read now (the scorer's adapterIn). */
+const adapterOf = (candidates: Candidate[], model: string) =>
+  adapterIn(
+    candidates,
+    candidates.map((c) => readingOf(c, performance.now())),
+    model,
+  );
 
 describe('prefix blocks', () => {
   it('share the hashes of the blocks two prompts share, and no more', () => {

@@ -60,22 +60,8 @@ export function pendingPrefillOf(c: Candidate): number {
 
 /**
  * The adapter a request asks for: its model, when some candidate lists it as an adapter on
- * `/v1/models` or its engine reports requests using it.
+ * `/v1/models` or its engine reports requests using it (`readings[i]` is `candidates[i]`'s).
  */
-export function adapterOf(
-  candidates: readonly Candidate[],
-  model: string | undefined,
-  now = Date.now(),
-): string | undefined {
-  if (model === undefined) return undefined;
-  return adapterIn(
-    candidates,
-    candidates.map((c) => readingOf(c, now)),
-    model,
-  );
-}
-
-/** adapterOf, on readings already taken (`readings[i]` is `candidates[i]`'s). */
 export function adapterIn(
   candidates: readonly Candidate[],
   readings: readonly CandidateReading[],
