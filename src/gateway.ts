@@ -107,6 +107,7 @@ export class Gateway {
     const held = this.held;
     this.idleCollection = new IdleCollection({
       quiet: () => held.inUse <= held.capacity / 16,
+      idle: () => requests.size === 0,
       onCollected: (before, after) =>
         log.info(
           { heapUsedBeforeMb: Math.round(before / 2 ** 20), heapUsedAfterMb: Math.round(after / 2 ** 20) },

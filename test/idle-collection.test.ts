@@ -49,15 +49,52 @@ describe('idle collection (issue 48: memory comes back after a burst)', () => {
     heap.used = 300 * MiB;
     heap.live = 100 * MiB; // some of it was live: the next collection is judged against 100 MiB
     expect(collection.check()).toBe(true);
-    heap.used = 250 * MiB;
+    heap.used = 150 * MiB;
     heap.at = 29_999;
     expect(collection.check()).toBe(false);
     heap.at = 30_000;
-    heap.used = 190 * MiB; // under twice the 100 MiB left live
+    heap.used = 190 * MiB; // under twice the 100 MiB left live, and no burst came back down
     expect(collection.check()).toBe(false);
     heap.used = 260 * MiB;
     expect(collection.check()).toBe(true);
     expect(heap.collections).toBe(2);
+  });
+
+  it('after a burst V8 brought back only part of the way by itself, collects once more when quiet', () => {
+    const { heap, collection } = fakeHeap(60 * MiB);
+    heap.used = 400 * MiB; // a burst, the requests holding
+    heap.quiet = false;
+    expect(collection.check()).toBe(false);
+    heap.used = 70 * MiB; // V8 collected most of it; 10 MiB of garbage left
+    heap.quiet = true;
+    expect(collection.check()).toBe(true);
+    expect(heap.used).toBe(60 * MiB);
+    // No burst since: small growth is left alone.
+    heap.used = 70 * MiB;
+    heap.at = 60_000;
+    expect(collection.check()).toBe(false);
+  });
+
+  it('tidies an idle gateway whose heap stays more than 10% above what the last collection left', () => {
+    let idle = false;
+    const heap = { used: 60 * MiB, collections: 0 };
+    const collection = new IdleCollection({
+      quiet: () => true,
+      idle: () => idle,
+      minExcessBytes: 64 * MiB,
+      usedHeap: () => heap.used,
+      collect: () => {
+        heap.collections++;
+        heap.used = 60 * MiB;
+      },
+      now: () => 0,
+    });
+    heap.used = 72 * MiB; // 20% over, far from a burst
+    expect(collection.check()).toBe(false); // requests in flight
+    idle = true;
+    expect(collection.check()).toBe(false); // idle once: not yet
+    expect(collection.check()).toBe(true); // idle at two looks in a row
+    expect(heap.used).toBe(60 * MiB);
   });
 
   it("V8's own collections lower the mark growth is counted from", () => {

@@ -9,9 +9,12 @@ import { runInNewContext } from 'node:vm';
  * 50 ms, `npm run bench -- hostile`, issue 48), and the process's memory does not come back.
  *
  * So, every `everyMs`, the heap in use is compared with what the last full collection left: when
- * it has grown past twice that and by more than `minExcessBytes`, while the requests hold little
- * (`quiet()`: what they hold is live, no collection gives it back), one full collection is made,
- * at most one every `minIntervalMs`. It costs one pause of a few tens of ms (its length follows
+ * it has grown past twice that and by more than `minExcessBytes`, or when it grew so since and
+ * V8's own collections have brought it back only part of the way (more than 5% above), while the
+ * requests hold little (`quiet()`: what they hold is live, no collection gives it back), one full
+ * collection is made, at most one every `minIntervalMs`. And once the gateway is idle (`idle()`:
+ * nothing in flight, at two looks in a row), a heap more than 10% (and 4 MiB) above what the
+ * last collection left is tidied the same way: what a burst left that V8 keeps for itself. It costs one pause of a few tens of ms (its length follows
  * the live heap, small when quiet), which V8 would have taken anyway at the next limit.
  *
  * Written here because Node offers no memory-pressure hint (V8's `MemoryPressureNotification`
@@ -21,6 +24,8 @@ import { runInNewContext } from 'node:vm';
 export interface IdleCollectionOptions {
   /** Whether the requests in flight hold little now (the held-bytes budget's use is low). */
   quiet(): boolean;
+  /** Whether nothing is in flight now (default: never, so only the rules above apply). */
+  idle?: () => boolean;
   everyMs?: number;
   minIntervalMs?: number;
   /** Growth past the last collection's heap below which nothing is done. */
@@ -45,6 +50,9 @@ export function fullCollection(): () => void {
 
 const usedHeapSize = (): number => getHeapStatistics().used_heap_size;
 
+/** Growth an idle gateway's heap is tidied past (besides 10%): less is not worth a pause. */
+const TIDY_MIN_BYTES = 4 * 1024 * 1024;
+
 export class IdleCollection {
   private readonly everyMs: number;
   private readonly minIntervalMs: number;
@@ -54,6 +62,10 @@ export class IdleCollection {
   private readonly now: () => number;
   /** The heap in use after the last full collection (at first, when this started). */
   private baseline: number;
+  /** The most in use seen since then: whether a burst came. */
+  private peak: number;
+  /** Whether the last look found the gateway idle. */
+  private wasIdle = false;
   private lastAt = Number.NEGATIVE_INFINITY;
   private timer: NodeJS.Timeout | undefined;
 
@@ -66,6 +78,7 @@ export class IdleCollection {
     this.collect = options.collect ?? fullCollection();
     this.now = options.now ?? (() => performance.now());
     this.baseline = this.usedHeap();
+    this.peak = this.baseline;
   }
 
   start(): void {
@@ -82,12 +95,23 @@ export class IdleCollection {
     const used = this.usedHeap();
     // A collection V8 made by itself lowers the mark: growth is counted from the lowest seen.
     if (used < this.baseline) this.baseline = used;
-    if (used < 2 * this.baseline || used - this.baseline < this.minExcessBytes) return false;
+    if (used > this.peak) this.peak = used;
+    const grown = used >= 2 * this.baseline && used - this.baseline >= this.minExcessBytes;
+    // A burst V8 has brought most of the way back by itself: what is left above is mostly garbage.
+    const burst =
+      this.peak - this.baseline >= this.minExcessBytes &&
+      this.peak - used >= this.minExcessBytes / 2 &&
+      used > this.baseline * 1.05;
+    const idle = this.options.idle?.() ?? false;
+    const tidy = idle && this.wasIdle && used > this.baseline * 1.1 && used - this.baseline >= TIDY_MIN_BYTES;
+    this.wasIdle = idle;
+    if (!grown && !burst && !tidy) return false;
     if (this.now() - this.lastAt < this.minIntervalMs || !this.options.quiet()) return false;
     this.collect();
     this.lastAt = this.now();
     const after = this.usedHeap();
     this.baseline = after;
+    this.peak = after;
     this.options.onCollected?.(used, after);
     return true;
   }

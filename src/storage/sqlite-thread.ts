@@ -42,7 +42,11 @@ const piecesOf = new Map<number, string[][]>();
 // This thread's heap is its own: the tens of MiB of a long response's events it joins and writes
 // stay in it as garbage after a burst, as in the gateway's (memory/idle-collection.ts). Between
 // calls it holds nothing but the pieces of the calls still arriving.
-new IdleCollection({ quiet: () => piecesOf.size === 0, minExcessBytes: 32 * 1024 * 1024 }).start();
+new IdleCollection({
+  quiet: () => piecesOf.size === 0,
+  idle: () => piecesOf.size === 0,
+  minExcessBytes: 32 * 1024 * 1024,
+}).start();
 
 port.on('message', (message: SqliteCall | SqlitePiece) => {
   if ('piece' in message) {
