@@ -4,7 +4,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { loadConfig } from '../src/config/load.js';
 import { McpAllowlist } from '../src/mcp/allowlist.js';
 import { sequence } from '../src/mock/generate.js';
-import { eventually, metric, metricOrZero, perTest, post } from './helpers/gateway.js';
+import { eventually, metricOrZero, perTest, post } from './helpers/gateway.js';
 import {
   type McpBehaviour,
   startMcpServer,
@@ -501,7 +501,8 @@ describe('Responses API: the MCP tool loop', () => {
       throw new Error(`the MCP call was not aborted (${slow.aborted})`);
     });
     await eventually(
-      async () => (await metric(gateway.url, 'sluice_client_disconnects_total', { api: 'responses' })) === 1,
+      async () =>
+        (await metricOrZero(gateway.url, 'sluice_client_disconnects_total', { api: 'responses' })) === 1,
     );
   });
 

@@ -287,7 +287,8 @@ describe('Responses API over WebSocket', () => {
     client.ws.terminate();
     await eventually(() => worker.stats.aborted === 2 && worker.stats.inflight === 0);
     await eventually(
-      async () => (await metric(gateway.url, 'sluice_client_disconnects_total', { api: 'responses' })) === 2,
+      async () =>
+        (await metricOrZero(gateway.url, 'sluice_client_disconnects_total', { api: 'responses' })) === 2,
     );
     await new Promise((resolve) => setTimeout(resolve, 200));
     expect(worker.stats.requests).toBe(2);
@@ -533,7 +534,8 @@ describe('Responses API over WebSocket', () => {
     client.ws.terminate();
     await eventually(() => worker.stats.aborted === 1 && worker.stats.inflight === 0);
     await eventually(
-      async () => (await metric(gateway.url, 'sluice_client_disconnects_total', { api: 'responses' })) === 1,
+      async () =>
+        (await metricOrZero(gateway.url, 'sluice_client_disconnects_total', { api: 'responses' })) === 1,
     );
     const id = created!.response!.id;
     await eventually(async () => (await fetch(`${gateway.url}/v1/responses/${id}`)).status === 200);
