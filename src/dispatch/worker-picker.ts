@@ -68,10 +68,6 @@ export class WorkerPicker {
     const flowed = flow !== undefined && this.router.judgesSaturation(request.model);
     if (!flowed) return this.pickAndAcquire(request, turn, false);
     const tenant = flow.ticketOf(request.flow).tenant;
-    const weighed = (weight: TenantWeight): DispatchRequest => {
-      const route = weighedRoute(request, weight, this.registry);
-      return route === request.route ? request : { ...request, route };
-    };
     if (turn.number === 0) {
       const ticket = ticketOf(request, flow, turn.deadlineAt);
       const hold = requestHold(request, this.registry, (able, route) =>
@@ -85,11 +81,23 @@ export class WorkerPicker {
             turn.routed.priority = flow.options.classes[ticket.priority] ?? String(ticket.priority);
           }
           // The tenant's weight read again: it may have changed while the request waited.
-          return this.pickAndAcquire(weighed(flow.tenantWeight(request.model, tenant)), turn, true);
+          return this.pickAndAcquire(
+            this.weighed(request, flow.tenantWeight(request.model, tenant)),
+            turn,
+            true,
+          );
         });
+      // Let through at once: judged a moment ago with the tenant's weight of now.
+      return this.pickAndAcquire(this.weighed(request, hold.judgedWith), turn, true);
     }
     // While one tenant is heavy, the policy is told whose request this is (RouteContext.tenantWeight).
-    return this.pickAndAcquire(weighed(flow.tenantWeight(request.model, tenant)), turn, true);
+    return this.pickAndAcquire(this.weighed(request, flow.tenantWeight(request.model, tenant)), turn, true);
+  }
+
+  /** The request with its routing context as its policy is to see it (weighedRoute). */
+  private weighed(request: DispatchRequest, weight: TenantWeight): DispatchRequest {
+    const route = weighedRoute(request, weight, this.registry);
+    return route === request.route ? request : { ...request, route };
   }
 
   private pickAndAcquire(req: DispatchRequest, turn: Turn, flowed: boolean): Attempt | Promise<Attempt> {

@@ -101,13 +101,6 @@ export class ModelQueue {
       for (const [tenant, line] of this.classes[c]!) yield [c, tenant, line];
   }
 
-  /** The waiting counts by class (classes with none left out). */
-  countsByClass(): Map<number, number> {
-    const out = new Map<number, number>();
-    for (const [c, , line] of this.lines()) out.set(c, (out.get(c) ?? 0) + line.waiters.length);
-    return out;
-  }
-
   noteAdmitted(now: number): void {
     this.admitted.push(now);
     if (this.admitted.length > RATE_WINDOW) this.admitted.shift();

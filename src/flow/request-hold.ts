@@ -21,14 +21,24 @@ export interface HeldRequest {
  * tenant's weight of that moment. False when none could take it: the pick then says why. The one
  * rule of when to wait; which workers fit is the policy's.
  */
+export interface RequestHold extends FlowHold {
+  /**
+   * The tenant's weight of the last judgement: a request let through at once was judged a moment
+   * ago, and its pick takes that weight rather than weighing the tenants again.
+   */
+  readonly judgedWith: TenantWeight;
+}
+
 export function requestHold(
   req: HeldRequest,
   registry: WorkerRegistry,
   saturated: (able: readonly Worker[], route: RouteContext) => boolean,
-): FlowHold {
-  return {
+): RequestHold {
+  const hold = {
     key: holdKey(req),
-    saturated: (weight) => {
+    judgedWith: undefined as TenantWeight,
+    saturated: (weight: TenantWeight) => {
+      hold.judgedWith = weight;
       const exclude = req.exclude;
       const able = registry
         .forModel(req.model)
@@ -43,6 +53,7 @@ export function requestHold(
       return able.length > 0 && saturated(able, weighedRoute(req, weight, registry));
     },
   };
+  return hold;
 }
 
 /**
