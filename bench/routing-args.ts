@@ -7,7 +7,7 @@ import { type ParseArgsConfig, parseArgs as parseFlags } from 'node:util';
 import { parse as parseYaml } from 'yaml';
 import type { EngineOptions } from '../src/mock/engine-options.js';
 import { POLICY_NAMES } from '../src/routing/types.js';
-import { WORKLOADS, type WorkloadName } from './routing-workloads.js';
+import { OTHER_WORKLOADS, WORKLOADS, type WorkloadName } from './routing-workloads.js';
 
 /** The fleet's engines unless `--engine` says otherwise: small batches, so that 8 engines' streams stay light for a shared 2-core machine. */
 export const BENCH_ENGINE: EngineOptions = {
@@ -39,11 +39,16 @@ export interface Args {
   tenantHeader: string;
   /** A file to append each traced request's engine record to (`--dump`). */
   dump: string | undefined;
+  /** Whether each worker's configuration names its engine's batch (`maxBatch`; `--worker-batch`). */
+  workerBatch: boolean;
 }
 
 /** Every flag: `--quick` alone is a switch, the others take a value (`--name value` or `--name=value`). */
 const OPTIONS = {
   quick: { type: 'boolean' },
+  // Each worker's configuration names its engine's batch, as an operator who knows the engine's
+  // --max-num-seqs would (a gateway from before `workers[].maxBatch` refuses the key).
+  'worker-batch': { type: 'boolean' },
   policies: { type: 'string' },
   replicas: { type: 'string' },
   workloads: { type: 'string' },
@@ -100,8 +105,8 @@ export function parseArgs(argv: string[]): Args {
   }
   const workloads = list('workloads', WORKLOADS.join(','));
   for (const w of workloads)
-    if (!(WORKLOADS as readonly string[]).includes(w))
-      throw new Error(`--workloads: unknown ${w} (${WORKLOADS.join(', ')})`);
+    if (![...WORKLOADS, ...OTHER_WORKLOADS].includes(w as WorkloadName))
+      throw new Error(`--workloads: unknown ${w} (${[...WORKLOADS, ...OTHER_WORKLOADS].join(', ')})`);
   const replicas = list('replicas', '1,2').map(Number);
   if (replicas.some((r) => !Number.isInteger(r) || r < 1)) throw new Error('--replicas: positive integers');
   const configFile = flags['gateway-config'];
@@ -133,5 +138,6 @@ export function parseArgs(argv: string[]): Args {
       : {},
     tenantHeader: flags['tenant-header'] ?? 'x-tenant-id',
     dump: flags.dump,
+    workerBatch: flags['worker-batch'] === true,
   };
 }

@@ -66,24 +66,50 @@ interface Traced {
   finishedAt: number | null;
 }
 
+/** What the engines' traces of one cell say: each request's time to first token, each engine's peak. */
+export interface EngineTraces {
+  /** Time to first token on the engine's clock (queue and prefill), by trace id. */
+  ttfts: Map<string, number>;
+  /** Per engine, the most traced requests it held at once (running and waiting). */
+  peaks: number[];
+}
+
+/** The most intervals open at once (an interval ends before one that starts at its end). */
+function peakOpen(intervals: Array<[number, number]>): number {
+  const edges = intervals.flatMap(([from, to]) => [
+    [from, 1],
+    [to, -1],
+  ]);
+  edges.sort((a, b) => a[0]! - b[0]! || a[1]! - b[1]!);
+  let open = 0;
+  let peak = 0;
+  for (const [, step] of edges) {
+    open += step!;
+    peak = Math.max(peak, open);
+  }
+  return peak;
+}
+
 /**
  * Each traced request's time to first token on its engine's clock (queue and prefill), from
  * GET /mock/engine/requests; one cut before its first token counts the time it waited there.
  * With `dump`, every traced request (its engine, arrival, admission, first token, prompt and
  * cached tokens) is appended to that file as a JSON line: where a tail's time went.
  */
-export async function engineTtfts(urls: string[], dump?: string): Promise<Map<string, number>> {
-  const out = new Map<string, number>();
+export async function engineTtfts(urls: string[], dump?: string): Promise<EngineTraces> {
+  const ttfts = new Map<string, number>();
+  const peaks: number[] = [];
   for (const url of urls) {
     const traced = (await (await fetch(`${url}/mock/engine/requests`)).json()) as Traced[];
     if (dump && traced.length > 0)
       appendFileSync(dump, `${traced.map((t) => JSON.stringify({ engine: url, ...t })).join('\n')}\n`);
     for (const t of traced) {
-      if (t.firstTokenAt !== null) out.set(t.id, t.firstTokenAt - t.arrivedAt);
-      else if (t.finishedAt !== null && !out.has(t.id)) out.set(t.id, t.finishedAt - t.arrivedAt);
+      if (t.firstTokenAt !== null) ttfts.set(t.id, t.firstTokenAt - t.arrivedAt);
+      else if (t.finishedAt !== null && !ttfts.has(t.id)) ttfts.set(t.id, t.finishedAt - t.arrivedAt);
     }
+    peaks.push(peakOpen(traced.map((t) => [t.arrivedAt, t.finishedAt ?? Number.POSITIVE_INFINITY])));
   }
-  return out;
+  return { ttfts, peaks };
 }
 
 export async function lateness(urls: string[]): Promise<Lateness[]> {

@@ -34,6 +34,8 @@ export interface CellResult {
   /** TTFT p99 of the small tenants' and of the hot tenant's requests (workloads with tenants). */
   smallTenantsTtftP99Ms?: number;
   hotTenantTtftP99Ms?: number;
+  /** Per engine, the most requests it held at once, running and waiting (workload `burst`). */
+  enginePeaks?: number[];
   /** The small tenants' TTFT p99 at the engines (model time: see `engineTtftMs`). */
   smallTenantsEngineTtftP99Ms?: number;
   /**
@@ -75,6 +77,7 @@ const TITLES: Record<string, string> = {
   agent: '(b) agent loops with long growing contexts',
   short: '(c) independent short prompts',
   tenants: '(d) one hot tenant beside many small ones',
+  burst: 'cold burst: twice the batch slots sent at once to gateways that have not seen the engines full',
 };
 
 const pct = (v: number | null | undefined) =>
@@ -110,6 +113,22 @@ export function markdownReport(r: RoutingReport): string {
     if (cells.length === 0) continue;
     const first = cells[0]!;
     const tenants = workload === 'tenants';
+    if (workload === 'burst') {
+      lines.push(
+        '',
+        `**${TITLES[workload]}** — ${first.requests} requests, engines' batch ${e.maxBatch}`,
+        '',
+        '| policy | replicas | TTFT p50 / p90 / p99 ms | at the engines p50 / p90 / p99 ms | most in one engine at once | in each engine at most | failed or cut |',
+        '| --- | ---: | ---: | ---: | ---: | --- | ---: |',
+      );
+      for (const c of cells) {
+        const peaks = c.enginePeaks ?? [];
+        lines.push(
+          `| ${c.policy}${BUSY(c) ? ' †' : ''} | ${c.replicas} | ${ms(c.ttftMs.p50)} / ${ms(c.ttftMs.p90)} / ${ms(c.ttftMs.p99)} | ${ms(c.engineTtftMs.p50)} / ${ms(c.engineTtftMs.p90)} / ${ms(c.engineTtftMs.p99)} | ${Math.max(0, ...peaks)} | ${peaks.join(', ')} | ${problems(c)} |`,
+        );
+      }
+      continue;
+    }
     lines.push(
       '',
       `**${TITLES[workload] ?? workload}** — offered ${first.offeredRps.toFixed(1)} requests/s, capacity ${first.capacityRps.toFixed(1)}`,

@@ -13,6 +13,9 @@
  *   quarters of the load, sent in bursts twice a second as a batch job would) beside many small
  *   tenants (short questions under a system prompt of their own, a quarter of the load);
  *   `tenants-alone` is the small tenants' very same requests without the hot tenant.
+ * - `burst` (not in the default run): twice the fleet's batch slots of short prompts, all sent at
+ *   the start of the cell to gateways that have not yet seen the engines full (a cold burst):
+ *   how many of them wait in the engines rather than in the gateway.
  *
  * Sessions arrive as a Poisson process whose rate puts the fleet at `load` times its batched
  * capacity (see `engineSecondsPerRequest`), from before the cell starts: a session that arrived
@@ -25,7 +28,9 @@ import { chatTokens, roleToken, textTokens } from '../src/mock/engine-tokens.js'
 import { sequence } from '../src/mock/generate.js';
 
 export const WORKLOADS = ['chat', 'agent', 'short', 'tenants', 'tenants-alone'] as const;
-export type WorkloadName = (typeof WORKLOADS)[number];
+/** Workloads run only when `--workloads` names them. */
+export const OTHER_WORKLOADS = ['burst'] as const;
+export type WorkloadName = (typeof WORKLOADS)[number] | (typeof OTHER_WORKLOADS)[number];
 
 export interface Turn {
   /** The message this turn appends (a user message, or a tool's result written as one). */
@@ -149,6 +154,7 @@ function kindsOf(name: WorkloadName, seed: number): Kind[] {
       ];
     }
     case 'short':
+    case 'burst':
       return [
         {
           share: 1,
@@ -325,6 +331,12 @@ export function makeWorkload(name: WorkloadName, settings: WorkloadSettings): Wo
     const arrivals = mulberry32(settings.seed * 15485863 + k + 1);
     // A turn takes about its answer at a full batch's pace, then the think time before the next.
     const answerMs = cost.outputTokens * fullStepMs(settings.engine);
+    if (name === 'burst') {
+      // All at once, at the start: twice what the fleet's batches hold.
+      const count = 2 * settings.engines * settings.engine.maxBatch;
+      for (let n = 0; n < count; n++) sessions.push({ ...kind.session(random, n), startMs: 0, firstTurn: 0 });
+      return;
+    }
     const longest = Math.max(...sample.map((s) => s.turns.reduce((ms, t) => ms + t.thinkMs + answerMs, 0)));
     let t = -longest;
     for (let n = 0; ; n++) {

@@ -27,7 +27,15 @@ import { resolveEngineOptions } from '../src/mock/engine-options.js';
 import { cpuSeconds, type Proc, startNode, stop } from './processes.js';
 import { type Args, parseArgs } from './routing-args.js';
 import { type CellRun, runCell } from './routing-client.js';
-import { type EngineSample, engineTtfts, idle, lateness, scrapeAll, sum } from './routing-engines.js';
+import {
+  type EngineSample,
+  type EngineTraces,
+  engineTtfts,
+  idle,
+  lateness,
+  scrapeAll,
+  sum,
+} from './routing-engines.js';
 import type { FleetSpec } from './routing-fleet.js';
 import { type CellResult, markdownReport, type RoutingReport } from './routing-report.js';
 import { makeWorkload, type WorkloadName } from './routing-workloads.js';
@@ -50,9 +58,11 @@ function summarize(
   offeredRps: number,
   capacityRps: number,
   machine: CellResult['machine'],
-  engineTtft: ReadonlyMap<string, number>,
+  traces: EngineTraces,
 ): CellResult {
-  const from = args.warmup * 1000;
+  const engineTtft = traces.ttfts;
+  // A burst is sent at the start: all of it is measured.
+  const from = cell.workload === 'burst' ? 0 : args.warmup * 1000;
   const to = args.seconds * 1000;
   const measured = run.requests.filter((r) => r.sentMs >= from && r.sentMs < to);
   const outcomes: Record<string, number> = {};
@@ -111,6 +121,7 @@ function summarize(
     },
     machine,
   };
+  if (cell.workload === 'burst') result.enginePeaks = traces.peaks;
   if (cell.workload === 'tenants' || cell.workload === 'tenants-alone') {
     const small = measured.filter((r) => !r.hot);
     result.smallTenantsTtftP99Ms = round(percentile(ttfts(small), 99), 1);
@@ -186,6 +197,7 @@ async function main(): Promise<void> {
         id: `engine-${i}`,
         models,
         schedulingPolicy: engine.schedulingPolicy,
+        ...(args.workerBatch ? { maxBatch: engine.maxBatch } : {}),
       })),
       models: {
         ...(extra.models as object | undefined),

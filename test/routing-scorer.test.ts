@@ -197,6 +197,43 @@ describe('the scorer filters', () => {
     expect(policy.saturated([c], {})).toBe(false);
   });
 
+  it('count what was sent while the engine was being read, which its answer may not show', () => {
+    const policy = new ScorerPolicy({ saturation: { maxWaiting: 2 } });
+    // The engine was asked with 10 of the gateway's requests on it, answered "8 running, 1
+    // waiting"; 2 more were sent before the answer came back and are not in it.
+    const reading: CandidateReading = {
+      state: 'fresh',
+      signals: {
+        waiting: 1,
+        running: 8,
+        kvCacheUsage: 0.2,
+        lora: undefined,
+        scrapedAt: 100,
+        loadWhenAsked: 10,
+      },
+    };
+    const c: Candidate = { id: 'w', load: 12, signals: () => reading };
+    // 1 + the 2 sent since it was asked: a request more would wait past the bound.
+    expect(policy.saturated([c], {})).toBe(true);
+    // Asked with 10 there, it holds 8 (1 waiting, 7 running, a batch of 8 learnt above): 2 were
+    // still on their way and count as sent: 1 + 2 waiting; with one sent since, 1 + 3 (the bound is 4).
+    const later = new ScorerPolicy({ saturation: { maxWaiting: 4 } });
+    const onTheWay: CandidateReading = {
+      state: 'fresh',
+      signals: {
+        waiting: 1,
+        running: 7,
+        batchSize: 7,
+        kvCacheUsage: 0.2,
+        lora: undefined,
+        scrapedAt: 100,
+        loadWhenAsked: 10,
+      },
+    };
+    expect(later.saturated([{ id: 'w', load: 10, signals: () => onTheWay }], {})).toBe(false);
+    expect(later.saturated([{ id: 'w', load: 11, signals: () => onTheWay }], {})).toBe(true);
+  });
+
   it('fill the room an engine’s batch has before what the gateway sends counts as waiting', () => {
     const policy = new ScorerPolicy({ saturation: { maxWaiting: 2 } });
     let load = 0;
@@ -481,7 +518,7 @@ describe('the scorers', () => {
     const index = new AffinityIndex({ blockChars: 64 });
     const text = `${SYSTEM}question`;
     index.record(blockHashes('m', text, 64, 512), 'busy');
-    const fleet = [worker('busy', { waiting: 5 }), worker('idle', { waiting: 0 })];
+    const fleet = [worker('busy', { waiting: 4 }), worker('idle', { waiting: 0 })];
     const prefixFirst = new ScorerPolicy({ weights: only('prefix', { queue: 0.5 }) }, index);
     expect(prefixFirst.select(fleet, { text, model: 'm' }).id).toBe('busy');
     expect(prefixFirst.lastExplanation?.decidedBy).toBe('prefix');

@@ -152,16 +152,19 @@ describe('gateway replicas sharing routing through Redis', () => {
     const [busy, own] = await startEngines(2, VLLM_IDLE.replace(/ 0\.0/g, ' 1.0'));
     busy!.holdChats = true;
     own!.holdChats = true;
-    const flowConfig = (url: string): SluiceConfigInput =>
+    // Each replica's engine under an id of its own: the same id on two replicas is one engine,
+    // whose load the replicas share.
+    const flowConfig = (url: string, id: string): SluiceConfigInput =>
       config(prefix, [url], {
+        workers: [{ url, id }],
         routing: { policy: 'scorer', scorer: { saturation: { maxWaiting: 2 } } },
         // Read once: what each replica sends decides saturation from then on.
         signals: { intervalMs: 60_000 },
         flow: { tenantHeader: 'x-tenant', shareIntervalMs: 50 },
       });
     // Replica A's fleet is another engine of the same model (its requests stay in flight there).
-    const a = await fx.gateway(flowConfig(busy!.url));
-    const b = await fx.gateway(flowConfig(own!.url));
+    const a = await fx.gateway(flowConfig(busy!.url, 'busy'));
+    const b = await fx.gateway(flowConfig(own!.url, 'own'));
     const send = (gw: Gateway, tenant: string, id: string) =>
       post(`${gw.url}/v1/chat/completions`, turn(0, 1), { 'x-tenant': tenant, 'x-request-id': id });
     const hotOnA = send(a, 'hot', 'hot-a');

@@ -235,10 +235,14 @@ export class ScorerPolicy implements RoutingPolicy {
     // (`saturated`), but leaves no worker out of a pick: whether a backlog outweighs what a
     // worker's cache saves is the prefill score's to weigh. (Left out, a long conversation's
     // turn went from the engine holding its context to a cold one, to prefill all of it there.)
-    let views = all.filter((v) => saturation(v, this.options.saturation) === undefined);
-    filtered.saturated = all.length - views.length;
-    // Every one saturated (the request could not wait): the least bad of them all.
+    // Where a request adds no more than `maxWaiting` to a full batch's queue (what flow control
+    // let it go for: sent to another, a burst overfilled a batch by one); else where the queue is
+    // not past it; else, every one saturated (the request could not wait), the least bad of all.
+    const saturationOptions = this.options.saturation;
+    let views = all.filter((v) => holdReason(v, saturationOptions) === undefined);
+    if (views.length === 0) views = all.filter((v) => saturation(v, saturationOptions) === undefined);
     if (views.length === 0) views = all;
+    filtered.saturated = all.length - views.length;
     if (ctx.tenantWeight !== undefined && this.options.heavy.isolate) {
       const heavy = ctx.tenantWeight === 'heavy';
       const turn = heavyTurn(fleetOf(ctx, all), this.options.heavy, this.clock());
@@ -372,7 +376,12 @@ export class ScorerPolicy implements RoutingPolicy {
       // showed a full batch, counts against it and waits in the gateway.
       let mark = this.atReading.get(c.id);
       if (mark?.scrapedAt !== s.scrapedAt) {
-        mark = { scrapedAt: s.scrapedAt, load: loadOf(c) };
+        // Counted from the replicas' requests there when the engine was asked, or from what it
+        // holds if that is fewer: the rest were still on their way to it (or ended unseen).
+        mark = {
+          scrapedAt: s.scrapedAt,
+          load: Math.min(s.loadWhenAsked ?? loadOf(c), s.running + s.waiting),
+        };
         this.atReading.set(c.id, mark);
         if (s.waiting > 0) learnt(this.batch, c.id).note(s.running, s.scrapedAt);
         learnt(this.peakRunning, c.id).note(s.running, s.scrapedAt);

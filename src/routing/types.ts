@@ -35,6 +35,8 @@ export interface CandidateReading {
           | undefined;
         /** When the engine was read (the monotonic clock, ms). */
         readonly scrapedAt: number;
+        /** The replicas' requests on it (`loadOf`) when it was asked: what was sent since counts from there. */
+        readonly loadWhenAsked?: number | undefined;
       }
     | undefined;
 }

@@ -83,6 +83,12 @@ export interface EngineSignals {
   /** When the reading was taken (ms on the gateway's monotonic clock, performance.now(): a wall-clock step makes no reading stale). */
   readonly scrapedAt: number;
   readonly source: SignalSource;
+  /**
+   * The gateway replicas' requests on the worker (this one's and the others' as last shared) when
+   * the engine was asked: what was sent after it, and so may be missing from the reading, is
+   * counted from there (the scorer's view), not from when the answer came back.
+   */
+  readonly loadWhenAsked?: number | undefined;
 }
 
 /** A worker's reading now: see the top of this file for how to take each state. */

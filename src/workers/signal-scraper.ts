@@ -126,6 +126,10 @@ export class SignalScraper {
     const names = state.names;
     if (names === 'none') return;
     state.nextAt = performance.now() + this.options.intervalMs;
+    // Requests sent while the scrape is on its way are in the engine's answer or not: the scorer
+    // counts what was sent from here (never from when the answer came back), so that none is
+    // missed and a burst does not overfill a batch.
+    const loadWhenAsked = worker.load + worker.elsewhere.load;
     try {
       const samples = await this.fetchSamples(worker, names);
       const parsed = readEngineSignals(samples, names, performance.now());
@@ -136,7 +140,7 @@ export class SignalScraper {
           `engine metrics of ${worker.id} are read again`,
         );
       }
-      state.last = parsed.signals;
+      state.last = { ...parsed.signals, loadWhenAsked };
       state.failure = undefined;
       state.missing = undefined;
       if (parsed.refused && !state.namesRefusedLogged) {
