@@ -74,7 +74,7 @@ export function compare(all: Side[], policy: string): string {
             (c.smallTenantsTtftP99Ms ?? Number.NaN) / (alone?.smallTenantsTtftP99Ms ?? Number.NaN),
         );
         const runs = cells.map(
-          ({ c }, i) =>
+          (_, i) =>
             `${fixed(p50[i]!)} / ${fixed(p90[i]!)} / ${fixed(p99[i]!)}${tenants ? ` (${ratios[i]!.toFixed(2)}×)` : ''}`,
         );
         lines.push(
