@@ -224,6 +224,56 @@ describe('mid-stream failover: a dead worker does not cost the client its answer
     expect(await metric(gateway.url, 'sluice_stream_resumes_total', { outcome: 'unsafe' })).toBe(1);
   });
 
+  it('structured output is not continued as text: a cut json_schema stream ends typed, never as an invalid document', async () => {
+    const { workers, gateway } = await setup('reset_after:5', { enabled: true });
+    const response_format = {
+      type: 'json_schema',
+      json_schema: {
+        name: 'trip',
+        schema: { type: 'object', properties: { city: { type: 'string' }, days: { type: 'integer' } } },
+      },
+    };
+    // What a continuation would get from an engine that enforces the schema (the mock does, as
+    // vLLM and SGLang do): a new document after the prefill, so the two stitched are not JSON.
+    const whole = sseData(
+      (await post(`${workers[1]!.url}/v1/chat/completions`, chatBody({ stream: true, response_format })))
+        .text,
+    )
+      .slice(0, -1)
+      .map((e) => (JSON.parse(e) as Chunk).choices[0]?.delta?.content ?? '')
+      .join('');
+    expect(JSON.parse(whole)).toEqual({ city: sequence(8).trim(), days: 7 });
+    const shown = whole.slice(0, 16);
+    const continued = sseData(
+      (
+        await post(
+          `${workers[1]!.url}/v1/chat/completions`,
+          chatBody({
+            stream: true,
+            response_format,
+            messages: [
+              { role: 'user', content: 'hi' },
+              { role: 'assistant', content: shown },
+            ],
+            continue_final_message: true,
+            add_generation_prompt: false,
+          }),
+        )
+      ).text,
+    )
+      .slice(0, -1)
+      .map((e) => (JSON.parse(e) as Chunk).choices[0]?.delta?.content ?? '')
+      .join('');
+    expect(() => JSON.parse(shown + continued)).toThrow();
+    const before = workers[1]!.stats.requests;
+    // Through the gateway, cut after 5 pieces: the normal terminal failure, no continuation.
+    const res = await chatStream(gateway.url, {}, { response_format });
+    const events = sseData(res.text);
+    expect(JSON.parse(events.at(-1)!).error.code).toBe('request_stream_closed');
+    expect(workers[1]!.stats.requests).toBe(before);
+    expect(await metric(gateway.url, 'sluice_stream_resumes_total', { outcome: 'unsafe' })).toBe(1);
+  });
+
   it('never past the overall deadline', async () => {
     const workers = await fx.mocks(2, { tokensPerSecond: 20 });
     workers[0]!.setFault('stall_after:2');

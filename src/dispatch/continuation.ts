@@ -39,3 +39,32 @@ export function continuationBody(
   }
   return body;
 }
+
+/** Fields a request constrains its output with: OpenAI's, and the engines' own (vLLM, SGLang, llama.cpp). */
+const CONSTRAINTS = [
+  'guided_json',
+  'guided_regex',
+  'guided_choice',
+  'guided_grammar',
+  'structured_outputs',
+  'json_schema',
+  'regex',
+  'ebnf',
+  'grammar',
+] as const;
+
+/**
+ * Why a stream of this request cannot be continued whatever was shown, or undefined. Output
+ * constrained to a schema, a grammar or a pattern: an engine that enforces it starts a new
+ * document after the prefill, so the stitched answer would be invalid and nothing would say so
+ * (until a continuation can carry a constraint for the rest of the document only).
+ */
+export function unsafeToContinue(body: Record<string, unknown>): string | undefined {
+  const format = body.response_format as { type?: unknown } | null | undefined;
+  if (format?.type === 'json_object' || format?.type === 'json_schema')
+    return `structured output (response_format ${format.type})`;
+  for (const key of CONSTRAINTS) {
+    if (body[key] !== undefined && body[key] !== null) return `constrained output (${key})`;
+  }
+  return undefined;
+}

@@ -7,7 +7,7 @@ import type { Logger } from '../observability/logger.js';
 import type { GatewayMetrics } from '../observability/metrics.js';
 import type { WorkerRegistry } from '../workers/registry.js';
 import { type AttemptLoop, deadlineOf } from './attempt-loop.js';
-import { continuationBody } from './continuation.js';
+import { continuationBody, unsafeToContinue } from './continuation.js';
 import { type FallbackReason, fallbackReason, retargetPayload } from './fallback.js';
 import { PrefillMemory } from './prefill-memory.js';
 import type {
@@ -190,6 +190,7 @@ export class FallbackChain {
     const label = this.metrics.modelLabel(request.model);
     return {
       maxAttempts: Math.max(settings.maxAttempts, sameModel ? 0 : 1),
+      unsafe: unsafeToContinue(body),
       maxTextLength: this.maxTextLength,
       requestId: request.requestId,
       log: this.log,

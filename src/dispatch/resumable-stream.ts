@@ -87,6 +87,7 @@ export class ResumableStream {
     } = {},
   ) {
     this.current = first;
+    this.unsafe = plan?.unsafe;
     this.workers = [first.attempt.worker.id];
     this.models = [first.attempt.model];
     this.attempts = [first.attempt.worker];

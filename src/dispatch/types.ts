@@ -91,6 +91,8 @@ export interface Continuation {
 
 export interface ResumePlan {
   maxAttempts: number;
+  /** Why the request's stream cannot be continued whatever it shows (continuation.ts unsafeToContinue). */
+  unsafe?: string | undefined;
   /**
    * The longest text kept for a continuation, in UTF-16 code units (`limits.maxBodyBytes`): a
    * stream whose text passes it is not resumed, and what it kept is let go.

@@ -10,6 +10,7 @@ import {
   TOOL_ARGUMENT_PIECES,
 } from './generate.js';
 import { header } from './http-io.js';
+import { DocumentCompletion, documentFor } from './json-document.js';
 import { type Api, toolCallId } from './sse.js';
 import type { Plan } from './stream.js';
 
@@ -27,6 +28,8 @@ export interface GenerationRequest {
   stream_options?: unknown;
   tools?: unknown;
   tool_choice?: unknown;
+  /** `json_object` or `json_schema`: the answer is a JSON document (json-document.ts). */
+  response_format?: unknown;
   continue_final_message?: unknown;
   add_generation_prompt?: unknown;
   /** vLLM's: the request's place in an engine that schedules by priority (lower first). */
@@ -153,7 +156,10 @@ export function planOf(
         : '';
     if (typeof prompt === 'string') start = continueSuffix(prompt) ?? FROM_START;
   }
-  const completion = new Completion(start, maxTokens, defaultMaxTokens, stopsOf(body.stop));
+  const document = api === 'chat' ? documentFor(body.response_format, maxTokens ?? 8) : undefined;
+  const completion = document
+    ? new DocumentCompletion(document)
+    : new Completion(start, maxTokens, defaultMaxTokens, stopsOf(body.stop));
   let toolName = api === 'chat' && step === undefined ? toolNameOf(req, body) : undefined;
   let argumentPieces: string[] | undefined;
   if (api === 'chat' && step?.name !== undefined && offers(body, step.name)) {

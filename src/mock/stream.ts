@@ -3,6 +3,7 @@ import type { Socket } from 'node:net';
 import type { Clock } from './clock.js';
 import type { Faults, Trigger } from './faults.js';
 import { type Completion, REASONING_START, TOOL_ARGUMENT_PIECES, tokenJson } from './generate.js';
+import type { DocumentCompletion } from './json-document.js';
 import {
   type ChunkWriter,
   DONE,
@@ -16,7 +17,7 @@ import {
 /** What one request generates, for every choice alike. */
 export interface Plan {
   choices: number;
-  completion: Completion;
+  completion: Completion | DocumentCompletion;
   reasoningTokens: number;
   /** Set when the answer is a tool call; `callIds` has one id per choice. */
   tool: { name: string; callIds: string[]; argumentPieces?: readonly string[] | undefined } | undefined;
