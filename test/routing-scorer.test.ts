@@ -20,6 +20,8 @@ interface Engine {
   lora?: { running: string[]; waiting?: string[]; max: number };
   state?: CandidateReading['state'];
   scrapedAt?: number;
+  batchSize?: number;
+  loadWhenAsked?: number;
 }
 
 /** A candidate whose engine reports `engine` (fresh unless said otherwise). */
@@ -38,6 +40,8 @@ function worker(
       kvCacheUsage: engine.kv,
       lora: engine.lora ? { waiting: [], ...engine.lora } : undefined,
       scrapedAt: engine.scrapedAt ?? 1,
+      batchSize: engine.batchSize,
+      loadWhenAsked: engine.loadWhenAsked,
     },
   };
   return {
@@ -201,37 +205,15 @@ describe('the scorer filters', () => {
     const policy = new ScorerPolicy({ saturation: { maxWaiting: 2 } });
     // The engine was asked with 10 of the gateway's requests on it, answered "8 running, 1
     // waiting"; 2 more were sent before the answer came back and are not in it.
-    const reading: CandidateReading = {
-      state: 'fresh',
-      signals: {
-        waiting: 1,
-        running: 8,
-        kvCacheUsage: 0.2,
-        lora: undefined,
-        scrapedAt: 100,
-        loadWhenAsked: 10,
-      },
-    };
-    const c: Candidate = { id: 'w', load: 12, signals: () => reading };
+    const asked = { waiting: 1, running: 8, kv: 0.2, scrapedAt: 100, loadWhenAsked: 10 };
     // 1 + the 2 sent since it was asked: a request more would wait past the bound.
-    expect(policy.saturated([c], {})).toBe(true);
-    // Asked with 10 there, it holds 8 (1 waiting, 7 running, a batch of 8 learnt above): 2 were
-    // still on their way and count as sent: 1 + 2 waiting; with one sent since, 1 + 3 (the bound is 4).
+    expect(policy.saturated([worker('w', asked, 12)], {})).toBe(true);
+    // Asked with 10 there, it holds 8 (1 waiting, 7 running, a batch of 7): 2 were still on
+    // their way and count as sent: 1 + 2 waiting; with one sent since, 1 + 3 (the bound is 4).
     const later = new ScorerPolicy({ saturation: { maxWaiting: 4 } });
-    const onTheWay: CandidateReading = {
-      state: 'fresh',
-      signals: {
-        waiting: 1,
-        running: 7,
-        batchSize: 7,
-        kvCacheUsage: 0.2,
-        lora: undefined,
-        scrapedAt: 100,
-        loadWhenAsked: 10,
-      },
-    };
-    expect(later.saturated([{ id: 'w', load: 10, signals: () => onTheWay }], {})).toBe(false);
-    expect(later.saturated([{ id: 'w', load: 11, signals: () => onTheWay }], {})).toBe(true);
+    const onTheWay = { waiting: 1, running: 7, batchSize: 7, kv: 0.2, scrapedAt: 100, loadWhenAsked: 10 };
+    expect(later.saturated([worker('w', onTheWay, 10)], {})).toBe(false);
+    expect(later.saturated([worker('w', onTheWay, 11)], {})).toBe(true);
   });
 
   it('fill the room an engine’s batch has before what the gateway sends counts as waiting', () => {

@@ -48,7 +48,7 @@ export function loraState(reading: CandidateReading, adapter: string): LoraState
 }
 
 /** Requests on a candidate from every gateway replica: this one's and the others' (Candidate.elsewhere). */
-export function loadOf(c: Candidate): number {
+export function loadOf(c: Pick<Candidate, 'load' | 'elsewhere'>): number {
   return c.elsewhere === undefined ? c.load : c.load + c.elsewhere.load;
 }
 

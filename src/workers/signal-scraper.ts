@@ -1,5 +1,6 @@
 import type { Logger } from 'pino';
 import type { SluiceConfig } from '../config/schema.js';
+import { loadOf } from '../routing/candidate-view.js';
 import {
   newestSeriesOf,
   parseSamples,
@@ -128,8 +129,9 @@ export class SignalScraper {
     state.nextAt = performance.now() + this.options.intervalMs;
     // Requests sent while the scrape is on its way are in the engine's answer or not: the scorer
     // counts what was sent from here (never from when the answer came back), so that none is
-    // missed and a burst does not overfill a batch.
-    const loadWhenAsked = worker.load + worker.elsewhere.load;
+    // missed and a burst does not overfill a batch. Its own count (loadOf): what it subtracts is
+    // what it adds.
+    const loadWhenAsked = loadOf(worker);
     try {
       const samples = await this.fetchSamples(worker, names);
       const parsed = readEngineSignals(samples, names, performance.now());
